@@ -1,0 +1,1 @@
+"""Maintainer tools of the pytorch feedstock: recipe rendering checks, CI-file generation, rehearsal."""
