@@ -1,0 +1,41 @@
+"""``python -m feedstock_tools <subcommand>``: the maintainer tools of this feedstock, one CLI.
+
+Each tool module exposes ``register(subparsers)``, which adds its subcommand and sets ``func`` on the
+parsed arguments to a callable returning the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from feedstock_tools.errors import ToolError
+
+# Modules that provide subcommands, in the order `--help` lists them. Add yours on its own line.
+TOOL_MODULES: tuple[str, ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m feedstock_tools",
+        description="Maintainer tools of the pytorch feedstock. Run a subcommand with --help for details.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    for name in TOOL_MODULES:
+        importlib.import_module(f"feedstock_tools.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
