@@ -1,0 +1,412 @@
+"""``deps``: the dependency-version table (Package | Upstream | Recipe | Conda-forge | Source).
+
+For every dependency the feedstock tracks, the version upstream PyTorch uses (from its source tree or
+a built wheel), the recipe's pin, conda-forge's global pin, and where upstream sets it. Rows where the
+version conda would install disagrees with upstream are flagged. Every input is optional: a missing or
+unreadable one leaves its column empty and adds a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from feedstock_tools.conda_pins import PinReadError, conda_forge_pins, read_variant_file, recipe_pins
+from feedstock_tools.errors import ToolError
+from feedstock_tools.selectors import KNOWN_SUBDIRS
+from feedstock_tools.source_tree import SourceTree, open_tree
+from feedstock_tools.upstream_versions import FileVersion, WheelMetadata, read_wheel, tree_requirement
+from feedstock_tools.version_compare import values_agree
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_RECIPE = REPO_ROOT / "recipe"
+DEFAULT_PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One row of the table and where to look for each of its columns."""
+
+    name: str
+    conda_names: tuple[str, ...]  # requirement names in meta.yaml
+    pinning_keys: tuple[str, ...]  # variant keys in conda_build_config.yaml files
+    python_name: str | None = None  # PyPI name, looked up in wheel METADATA and requirement files
+    upstream_files: tuple[FileVersion, ...] = ()  # tried in order, before the requirement files
+    wheel_first: bool = True  # whether a wheel's declaration outranks the tree's files
+
+
+_CI = ".ci/docker"
+_SUBMODULE = "third_party"
+
+# The data of this tool: which dependencies, their conda names, and where upstream records them
+# (CI install scripts and pin files, vendored submodules' own version files).
+DEPENDENCIES: tuple[Dependency, ...] = (
+    Dependency(
+        "cuda",
+        ("cuda-version",),
+        ("cuda_compiler_version",),
+        upstream_files=(
+            FileVersion(
+                f"{_CI}/common/install_cuda.sh", r"install_cuda\s+(\d+\.\d+(?:\.\d+)?)\s", every=True
+            ),
+        ),
+        wheel_first=False,
+    ),
+    Dependency(
+        "cudnn",
+        ("libcudnn-dev", "cudnn"),
+        ("libcudnn_dev", "cudnn"),
+        upstream_files=(FileVersion(f"{_CI}/common/install_cuda.sh", r"CUDNN_VERSION=([\d.]+)", every=True),),
+    ),
+    Dependency(
+        "magma",
+        ("libmagma-devel", "libmagma", "magma"),
+        ("libmagma_devel", "libmagma", "magma"),
+        upstream_files=(
+            FileVersion(f"{_CI}/common/install_magma.sh", r"MAGMA_VERSION=[\"']?([\d.]+)"),
+            FileVersion(f"{_CI}/common/install_magma_conda.sh", r"MAGMA_VERSION=[\"']?([\d.]+)"),
+        ),
+    ),
+    Dependency(
+        "libabseil",
+        ("libabseil",),
+        ("libabseil",),
+        upstream_files=(
+            FileVersion(f"{_SUBMODULE}/abseil-cpp/CMakeLists.txt", r"project\(absl[^)]*?VERSION\s+(\d+)"),
+            FileVersion(f"{_SUBMODULE}/**/abseil-cpp/CMakeLists.txt", r"project\(absl[^)]*?VERSION\s+(\d+)"),
+        ),
+    ),
+    Dependency(
+        "libuv",
+        ("libuv",),
+        ("libuv",),
+        upstream_files=(
+            FileVersion(
+                f"{_SUBMODULE}/tensorpipe/third_party/libuv/include/uv/version.h",
+                r"UV_VERSION_MAJOR\s+(\d+).*?UV_VERSION_MINOR\s+(\d+).*?UV_VERSION_PATCH\s+(\d+)",
+            ),
+        ),
+    ),
+    Dependency(
+        "mkl",
+        ("mkl-devel", "mkl"),
+        ("mkl_devel", "mkl"),
+        upstream_files=(FileVersion(f"{_CI}/common/install_mkl.sh", r"MKL_VERSION=[\"']?([\d.]+)"),),
+    ),
+    Dependency(
+        "nccl",
+        ("nccl",),
+        ("nccl",),
+        upstream_files=(
+            FileVersion(f"{_CI}/ci_commit_pins/nccl.txt", r"^v?(\d+)\.(\d+)\.(\d+)"),
+            FileVersion(f"{_CI}/ci_commit_pins/nccl-cu1*.txt", r"^v?(\d+)\.(\d+)\.(\d+)"),
+            FileVersion(
+                f"{_SUBMODULE}/nccl/nccl/makefiles/version.mk",
+                r"NCCL_MAJOR\s*:=\s*(\d+).*?NCCL_MINOR\s*:=\s*(\d+).*?NCCL_PATCH\s*:=\s*(\d+)",
+            ),
+        ),
+    ),
+    Dependency(
+        "protobuf",
+        ("libprotobuf",),
+        ("libprotobuf",),
+        upstream_files=(
+            FileVersion(f"{_SUBMODULE}/protobuf/version.json", r"\"protobuf_version\"\s*:\s*\"([\d.]+)\""),
+            FileVersion(f"{_CI}/common/install_protobuf.sh", r"protobuf-all-([\d.]+)\.tar"),
+        ),
+    ),
+    Dependency(
+        "sleef",
+        ("sleef",),
+        ("sleef",),
+        upstream_files=(
+            FileVersion(
+                f"{_SUBMODULE}/sleef/CMakeLists.txt",
+                r"SLEEF_VERSION_MAJOR\s+(\d+)\).*?SLEEF_VERSION_MINOR\s+(\d+)\).*?SLEEF_VERSION_PATCHLEVEL\s+(\d+)\)",
+            ),
+        ),
+    ),
+    Dependency("filelock", ("filelock",), ("filelock",), "filelock"),
+    Dependency("fsspec", ("fsspec",), ("fsspec",), "fsspec"),
+    Dependency("jinja2", ("jinja2",), ("jinja2",), "jinja2"),
+    Dependency("networkx", ("networkx",), ("networkx",), "networkx"),
+    Dependency("numpy", ("numpy",), ("numpy",), "numpy"),
+    Dependency("pyyaml", ("pyyaml",), ("pyyaml",), "pyyaml"),
+    Dependency("requests", ("requests",), ("requests",), "requests"),
+    Dependency("setuptools", ("setuptools",), ("setuptools",), "setuptools"),
+    Dependency("six", ("six",), ("six",), "six"),
+    Dependency("sympy", ("sympy",), ("sympy",), "sympy"),
+    Dependency(
+        "typing-extensions",
+        ("typing_extensions", "typing-extensions"),
+        ("typing_extensions",),
+        "typing-extensions",
+    ),
+    Dependency(
+        "triton",
+        ("triton",),
+        ("triton",),
+        "triton",
+        upstream_files=(FileVersion(f"{_CI}/triton_version.txt", r"^([\d.]+)"),),
+    ),
+)
+
+
+@dataclass
+class Row:
+    package: str
+    upstream: list[str] = field(default_factory=list)
+    recipe: list[str] = field(default_factory=list)
+    conda_forge: list[str] = field(default_factory=list)
+    source: str = ""
+    mismatch: bool = False
+    reason: str = ""
+
+
+@dataclass
+class Table:
+    rows: list[Row]
+    notes: list[str]
+    inputs: dict[str, str]
+
+
+def _upstream(
+    dependency: Dependency, tree: SourceTree | None, wheel: WheelMetadata | None
+) -> tuple[list[str], str]:
+    def from_wheel() -> tuple[list[str], str] | None:
+        if wheel is None:
+            return None
+        if dependency.python_name and dependency.python_name in wheel.requires:
+            return [wheel.requires[dependency.python_name]], "wheel METADATA Requires-Dist"
+        if dependency.name == "cuda" and wheel.cuda:
+            return [wheel.cuda], "wheel torch/version.py"
+        return None
+
+    def from_tree() -> tuple[list[str], str] | None:
+        if tree is None:
+            return None
+        for locator in dependency.upstream_files:
+            found = locator.find(tree)
+            if found:
+                return found
+        if dependency.python_name:
+            return tree_requirement(tree, dependency.python_name)
+        return None
+
+    order = (from_wheel, from_tree) if dependency.wheel_first else (from_tree, from_wheel)
+    for lookup in order:
+        found = lookup()
+        if found:
+            return found
+    return [], ""
+
+
+def _first_present(pins: dict[str, list[str]] | dict[str, set[str]], keys: tuple[str, ...]) -> list[str]:
+    for key in keys:
+        if key in pins:
+            return sorted(value for value in pins[key] if value != "None") or ["*"]
+    return []
+
+
+# Variants the recipe is rendered under, so lines behind CUDA, BLAS and MAGMA selectors are all seen.
+RENDER_VARIANTS: tuple[dict[str, Any], ...] = (
+    {"blas_impl": "mkl", "magma_variant": "magma"},
+    {"blas_impl": "generic", "magma_variant": "nomagma", "cuda_compiler_version": "None"},
+)
+
+
+def _load_upstream(
+    upstream: Path | None, wheel: Path | None, notes: list[str]
+) -> tuple[SourceTree | None, WheelMetadata | None]:
+    tree = None
+    if upstream is None:
+        notes.append("no upstream source tree given (--upstream): upstream values from the wheel only")
+    else:
+        try:
+            tree = open_tree(upstream)
+        except (ValueError, OSError) as exc:
+            notes.append(f"upstream tree unreadable ({exc}): upstream values from the wheel only")
+    wheel_metadata = None
+    if wheel is None:
+        notes.append("no wheel given (--wheel): Python requirements from the source tree only")
+    else:
+        try:
+            wheel_metadata = read_wheel(wheel)
+        except (ValueError, OSError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
+            notes.append(f"wheel unreadable ({exc}): Python requirements from the source tree only")
+    return tree, wheel_metadata
+
+
+def _load_pinning(pinning: Path | None, subdir: str, notes: list[str]) -> dict[str, list[str]]:
+    if pinning is None or not pinning.is_dir():
+        notes.append(f"conda-forge pinning not found at {pinning}: Conda-forge column empty")
+        return {}
+    try:
+        return conda_forge_pins(pinning, subdir)
+    except PinReadError as exc:
+        notes.append(f"conda-forge pinning unreadable ({exc}): Conda-forge column empty")
+        return {}
+
+
+def _load_recipe(
+    recipe: Path | None, subdir: str, cf_pins: dict[str, list[str]], notes: list[str]
+) -> tuple[dict[str, set[str]], dict[str, list[str]]]:
+    """The recipe's requirement specs by conda name, and its conda_build_config.yaml values."""
+    if recipe is None or not (recipe / "meta.yaml").is_file():
+        notes.append(f"no meta.yaml in {recipe}: Recipe column empty")
+        return {}, {}
+    try:
+        variant_pins = {}
+        if (recipe / "conda_build_config.yaml").is_file():
+            variant_pins = read_variant_file(recipe / "conda_build_config.yaml", subdir)
+        merged = {**cf_pins, **variant_pins}
+        base = {key: values[0] for key, values in merged.items() if values}
+        cuda = next((v for v in merged.get("cuda_compiler_version", []) if v != "None"), "None")
+        variants = [{**base, "cuda_compiler_version": cuda, **variant} for variant in RENDER_VARIANTS]
+        return recipe_pins(recipe, subdir, variants), variant_pins
+    except PinReadError as exc:
+        notes.append(f"recipe unreadable ({exc}): Recipe column empty")
+        return {}, {}
+
+
+def _compare(upstream_values: list[str], recipe_values: list[str], cf_values: list[str]) -> tuple[bool, str]:
+    """Whether what conda installs (the recipe's bound, else conda-forge's pin) agrees with upstream."""
+    constraining = [value for value in recipe_values if value != "*"]
+    agree, reason = values_agree(upstream_values, constraining or cf_values)
+    bounded = [value for value in upstream_values if value not in ("*", "")]
+    if agree and bounded and recipe_values and not constraining and not cf_values:
+        # Upstream bounds a Python package, the recipe lists it without a bound and conda-forge has
+        # no global pin: the bound is lost in the conda package.
+        return False, f"recipe does not carry upstream's {', '.join(bounded)}"
+    return agree, reason
+
+
+def build_table(
+    upstream: Path | None, wheel: Path | None, recipe: Path | None, pinning: Path | None, subdir: str
+) -> Table:
+    notes: list[str] = []
+    inputs = {
+        "upstream": str(upstream or ""),
+        "wheel": str(wheel or ""),
+        "recipe": str(recipe or ""),
+        "pinning": str(pinning or ""),
+        "subdir": subdir,
+    }
+    tree, wheel_metadata = _load_upstream(upstream, wheel, notes)
+    cf_pins = _load_pinning(pinning, subdir, notes)
+    recipe_specs, recipe_variant_pins = _load_recipe(recipe, subdir, cf_pins, notes)
+    rows = []
+    for dependency in DEPENDENCIES:
+        upstream_values, source = _upstream(dependency, tree, wheel_metadata)
+        recipe_values = sorted(
+            set(_first_present(recipe_specs, dependency.conda_names))
+            | set(_first_present(recipe_variant_pins, dependency.pinning_keys))
+        )
+        cf_values = _first_present(cf_pins, dependency.pinning_keys)
+        agree, reason = _compare(upstream_values, recipe_values, cf_values)
+        rows.append(
+            Row(
+                package=dependency.name,
+                upstream=upstream_values,
+                recipe=recipe_values,
+                conda_forge=cf_values,
+                source=source,
+                mismatch=not agree,
+                reason=reason,
+            )
+        )
+    return Table(rows=rows, notes=notes, inputs=inputs)
+
+
+def render_markdown(table: Table) -> str:
+    def cell(values: list[str]) -> str:
+        return ", ".join(f"`{value}`" for value in values)
+
+    lines = [
+        "| Package | Upstream | Recipe | Conda-forge | Source |",
+        "|---|---|---|---|---|",
+    ]
+    for row in table.rows:
+        name = f"**{row.package}** ⚠" if row.mismatch else row.package
+        lines.append(
+            f"| {name} | {cell(row.upstream)} | {cell(row.recipe)} | {cell(row.conda_forge)} | {row.source} |"
+        )
+    mismatches = [row for row in table.rows if row.mismatch]
+    if mismatches:
+        lines += ["", "Mismatches (⚠):", ""]
+        lines += [f"- {row.package}: {row.reason}" for row in mismatches]
+    if table.notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"- {note}" for note in table.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(table: Table) -> str:
+    return json.dumps(asdict(table), indent=2) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    # Write beside the target and rename, so an interrupted run never leaves half a table behind.
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.subdir not in KNOWN_SUBDIRS:
+        raise ToolError(f"unknown --subdir {args.subdir!r}; use one of {', '.join(KNOWN_SUBDIRS)}")
+    for option, path in (("--markdown", args.markdown), ("--json", args.json)):
+        if path is not None and not path.parent.is_dir():
+            raise ToolError(f"{option} {path}: directory {path.parent} does not exist; create it first")
+    table = build_table(args.upstream, args.wheel, args.recipe, args.pinning, args.subdir)
+    markdown = render_markdown(table)
+    if args.markdown:
+        _write(args.markdown, markdown)
+    if args.json:
+        _write(args.json, render_json(table))
+    if not args.markdown and not args.json:
+        print(markdown, end="")
+    if args.fail_on_mismatch and any(row.mismatch for row in table.rows):
+        return 2
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "deps",
+        help="dependency-version table: upstream vs recipe vs conda-forge pins",
+        description=(
+            "Compile the table 'Package | Upstream | Recipe | Conda-forge | Source' for the "
+            "dependencies this feedstock tracks (cuda, magma, mkl, nccl, protobuf, sleef, numpy, "
+            "sympy, triton, ...). Upstream values come from a PyTorch source tree or release tarball "
+            "(.ci/docker install scripts and pins, third_party/ version files, requirement files) "
+            "and from a built wheel's METADATA; the recipe's pins from recipe/meta.yaml and "
+            "conda_build_config.yaml; conda-forge's from the shared pinning. Rows where what conda "
+            "installs disagrees with upstream are flagged with a warning sign. Missing inputs leave "
+            "their column empty and add a note. Prints Markdown unless --markdown/--json name files."
+        ),
+    )
+    parser.add_argument("--upstream", type=Path, help="PyTorch source tree directory or release tarball")
+    parser.add_argument("--wheel", type=Path, help="built torch wheel (.whl), or its METADATA / .dist-info")
+    parser.add_argument(
+        "--recipe", type=Path, default=DEFAULT_RECIPE, help="recipe directory (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--pinning",
+        type=Path,
+        default=DEFAULT_PINNING,
+        help="conda-forge-pinning directory (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--subdir", default="linux-64", help="conda platform whose selectors apply (default: %(default)s)"
+    )
+    parser.add_argument("--markdown", type=Path, help="write the Markdown table to this file")
+    parser.add_argument("--json", type=Path, help="write the table as JSON to this file")
+    parser.add_argument(
+        "--fail-on-mismatch", action="store_true", help="exit with status 2 when any row is flagged"
+    )
+    parser.set_defaults(func=run)

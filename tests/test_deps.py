@@ -1,0 +1,335 @@
+"""``deps``: the dependency-version table, on a PyTorch-shaped tree, the real wheel and the real pinning."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import textwrap
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from feedstock_tools.__main__ import main
+from feedstock_tools.deps import DEFAULT_PINNING, Table, build_table, render_markdown
+from feedstock_tools.upstream_versions import normalise_name, parse_requirement
+from feedstock_tools.version_compare import satisfies, values_agree
+
+TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+
+# What the test tree below records, laid out where upstream PyTorch records it (.ci/docker install
+# scripts and pin files, vendored submodules' version files, requirement files).
+TREE_VERSIONS = {
+    "cuda": ["12.6.3", "12.9.1", "13.0.2"],
+    "cudnn": ["9.10.2.21", "9.17.1.4", "9.19.0.56"],
+    "magma": ["2.6.1"],
+    "libabseil": ["20250127"],
+    "libuv": ["1.48.0"],
+    "mkl": ["2025.3.0"],
+    "nccl": ["2.29.3"],
+    "protobuf": ["5.29.3"],
+    "sleef": ["3.8.0"],
+    "triton": ["3.7.0"],
+    "numpy": ["*"],
+    "six": ["*"],
+    "sympy": [">=1.13.3"],
+}
+
+
+def _write(root: Path, relative: str, text: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+
+
+def make_pytorch_shaped_tree(root: Path) -> Path:
+    """A source tree with PyTorch's layout of version information (contents made up by this test)."""
+    _write(
+        root,
+        ".gitmodules",
+        """
+        [submodule "third_party/sleef"]
+            ignore = dirty
+            path = third_party/sleef
+            url = https://github.com/shibatch/sleef
+        [submodule "third_party/tensorpipe"]
+            ignore = dirty
+            path = third_party/tensorpipe
+            url = https://github.com/pytorch/tensorpipe.git
+        [submodule "third_party/protobuf"]
+            ignore = dirty
+            path = third_party/protobuf
+            url = https://github.com/protocolbuffers/protobuf.git
+        """,
+    )
+    cuda_functions = "\n".join(
+        f"""
+        function install_{cuda.replace(".", "")[:3]} {{
+          CUDNN_VERSION={cudnn}
+          install_cuda {cuda} cuda_{cuda}_000.00.00_linux
+          install_cudnn {cuda.split(".")[0]} $CUDNN_VERSION
+          CUDA_VERSION={cuda[:4]} bash install_nccl.sh
+        }}
+        """
+        for cuda, cudnn in zip(TREE_VERSIONS["cuda"], TREE_VERSIONS["cudnn"], strict=True)
+    )
+    _write(
+        root,
+        ".ci/docker/common/install_cuda.sh",
+        "#!/bin/bash\nset -ex\n\nfunction install_cuda {\n  version=$1\n  runfile=$2\n}\n"
+        + textwrap.dedent(cuda_functions),
+    )
+    _write(
+        root,
+        ".ci/docker/common/install_magma.sh",
+        f'#!/usr/bin/env bash\n    MAGMA_VERSION="{TREE_VERSIONS["magma"][0]}"\n',
+    )
+    _write(
+        root,
+        ".ci/docker/common/install_mkl.sh",
+        f"#!/bin/bash\nset -ex\n\n# MKL\nMKL_VERSION={TREE_VERSIONS['mkl'][0]}\n",
+    )
+    _write(root, ".ci/docker/ci_commit_pins/nccl.txt", f"v{TREE_VERSIONS['nccl'][0]}-1\n")
+    _write(root, ".ci/docker/triton_version.txt", f"{TREE_VERSIONS['triton'][0]}\n")
+    _write(
+        root,
+        ".ci/docker/requirements-ci.txt",
+        """
+        #numpy
+        #Description: Provides N-dimensional arrays and linear algebra
+        numpy==1.26.2; python_version == "3.11" or python_version == "3.12"
+        numpy==2.1.2; python_version >= "3.13"
+        sympy==1.13.3
+        """,
+    )
+    _write(
+        root,
+        "pyproject.toml",
+        """
+        [build-system]
+        requires = [
+            "setuptools>=77.0.0,<82",
+            "numpy",
+            "pyyaml",
+            "six",  # dependency chain: NNPACK -> PeachPy -> six
+            "typing-extensions>=4.10.0",
+        ]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "torch"
+        description = "Tensors and Dynamic neural networks in Python with strong GPU acceleration"
+        dynamic = ["dependencies", "version"]
+
+        [project.optional-dependencies]
+        pyyaml = ["pyyaml>=99"]
+        """,
+    )
+    _write(
+        root, "requirements.txt", "# Python dependencies required for development\nsympy>=1.13.3\nfilelock\n"
+    )
+    major, minor, patch = TREE_VERSIONS["sleef"][0].split(".")
+    _write(
+        root,
+        "third_party/sleef/CMakeLists.txt",
+        f"""
+        cmake_minimum_required(VERSION 3.18)
+        set(SLEEF_VERSION_MAJOR {major})
+        set(SLEEF_VERSION_MINOR {minor})
+        set(SLEEF_VERSION_PATCHLEVEL {patch})
+        project(SLEEF VERSION ${{SLEEF_VERSION_MAJOR}}.${{SLEEF_VERSION_MINOR}})
+        """,
+    )
+    uv_major, uv_minor, uv_patch = TREE_VERSIONS["libuv"][0].split(".")
+    _write(
+        root,
+        "third_party/tensorpipe/third_party/libuv/include/uv/version.h",
+        f"""
+        #ifndef UV_VERSION_H
+        #define UV_VERSION_H
+        #define UV_VERSION_MAJOR {uv_major}
+        #define UV_VERSION_MINOR {uv_minor}
+        #define UV_VERSION_PATCH {uv_patch}
+        #define UV_VERSION_IS_RELEASE 1
+        #endif
+        """,
+    )
+    _write(
+        root,
+        "third_party/protobuf/version.json",
+        json.dumps({"main": {"protobuf_version": TREE_VERSIONS["protobuf"][0]}}),
+    )
+    _write(
+        root,
+        "third_party/protobuf/third_party/abseil-cpp/CMakeLists.txt",
+        f"project(absl LANGUAGES CXX VERSION {TREE_VERSIONS['libabseil'][0]})\n",
+    )
+    return root
+
+
+@pytest.fixture
+def upstream_tree(tmp_path: Path) -> Path:
+    return make_pytorch_shaped_tree(tmp_path / "pytorch-v2.13.0")
+
+
+def _rows(table: Table) -> dict[str, dict]:
+    return {row.package: row.__dict__ for row in table.rows}
+
+
+def test_upstream_column_reads_pytorch_tree_layout(upstream_tree: Path, tmp_path: Path) -> None:
+    table = build_table(upstream_tree, None, tmp_path / "no-recipe", tmp_path / "no-pinning", "linux-64")
+    rows = _rows(table)
+    for package, expected in TREE_VERSIONS.items():
+        assert rows[package]["upstream"] == expected, package
+    assert rows["cuda"]["source"] == ".ci/docker/common/install_cuda.sh"
+    assert rows["sleef"]["source"] == "third_party/sleef/CMakeLists.txt"
+    assert rows["libabseil"]["source"] == "third_party/protobuf/third_party/abseil-cpp/CMakeLists.txt"
+    # Build requirements come from pyproject's [build-system], never from optional extras.
+    assert rows["pyyaml"]["upstream"] == ["*"]
+    assert rows["typing-extensions"]["upstream"] == [">=4.10.0"]
+    assert rows["filelock"]["source"] == "requirements.txt"
+
+
+def test_release_tarball_gives_the_same_upstream_column(upstream_tree: Path, tmp_path: Path) -> None:
+    tarball = tmp_path / "pytorch-v2.13.0.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(upstream_tree, arcname="pytorch-v2.13.0")
+    from_dir = build_table(upstream_tree, None, None, None, "linux-64")
+    from_tar = build_table(tarball, None, None, None, "linux-64")
+    assert [(r.package, r.upstream, r.source) for r in from_tar.rows] == [
+        (r.package, r.upstream, r.source) for r in from_dir.rows
+    ]
+
+
+@pytest.mark.wheel
+@pytest.mark.skipif(not TORCH_WHEEL.is_file(), reason=f"{TORCH_WHEEL} not present")
+def test_real_wheel_and_shared_pinning(tmp_path: Path) -> None:
+    with zipfile.ZipFile(TORCH_WHEEL) as wheel:
+        metadata = Parser().parsestr(wheel.read("torch-2.13.0+cpu.dist-info/METADATA").decode())
+    declared = {}
+    for line in metadata.get_all("Requires-Dist"):
+        parsed = parse_requirement(line)
+        if parsed and "extra" not in parsed[2]:
+            declared[parsed[0]] = parsed[1]
+    assert declared, "the wheel declares run requirements"
+
+    table = build_table(None, TORCH_WHEEL, tmp_path / "no-recipe", DEFAULT_PINNING, "linux-64")
+    rows = _rows(table)
+    seen = 0
+    for row in rows.values():
+        name = normalise_name(row["package"])
+        if name in declared:
+            assert row["upstream"] == [declared[name]]
+            assert row["source"] == "wheel METADATA Requires-Dist"
+            seen += 1
+    assert seen >= 5  # filelock, fsspec, jinja2, networkx, sympy, typing-extensions …
+
+    pinning = yaml.safe_load((DEFAULT_PINNING / "conda_build_config.yaml").read_text())
+    assert rows["libabseil"]["conda_forge"] == [str(v) for v in pinning["libabseil"]]
+    assert rows["protobuf"]["conda_forge"] == [str(v) for v in pinning["libprotobuf"]]
+    # CUDA: 12.9 from the global pinning (CF_CUDA_ENABLED), 13.0 added by the unpaused cuda130 migration.
+    assert rows["cuda"]["conda_forge"] == ["12.9", "13.0"]
+    assert any("no upstream source tree" in note for note in table.notes)
+
+
+RECIPE = """
+{% set version = "2.13.0" %}
+{% set mkl = "2024.*" %}
+package:
+  name: libtorch-split
+  version: {{ version }}
+requirements:
+  host:
+    - mkl-devel {{ mkl }}  # [blas_impl == "mkl"]
+    - libuv
+    - nccl  # [cuda_compiler_version != "None"]
+outputs:
+  - name: pytorch
+    requirements:
+      run:
+        - sympy >=1.13.3
+        - networkx
+        - filelock
+"""
+
+
+def test_recipe_column_and_mismatch_flags(upstream_tree: Path, tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "meta.yaml").write_text(RECIPE)
+    wheel_metadata = tmp_path / "METADATA"
+    wheel_metadata.write_text(
+        "Metadata-Version: 2.4\nName: torch\nRequires-Dist: networkx>=2.5.1\nRequires-Dist: filelock\n"
+    )
+    table = build_table(upstream_tree, wheel_metadata, recipe, DEFAULT_PINNING, "linux-64")
+    rows = _rows(table)
+    assert rows["mkl"]["recipe"] == ["2024.*"]
+    assert rows["mkl"]["mismatch"], "recipe pins MKL 2024 while upstream uses 2025.3.0"
+    assert rows["sympy"]["recipe"] == [">=1.13.3"] and not rows["sympy"]["mismatch"]
+    assert rows["networkx"]["mismatch"], "upstream needs networkx>=2.5.1, the recipe drops the bound"
+    assert not rows["filelock"]["mismatch"]
+    assert rows["nccl"]["recipe"] == ["*"]  # seen only under the CUDA variant's selector
+    assert not rows["nccl"]["mismatch"]  # conda-forge's nccl 2 matches upstream 2.29.3
+    markdown = render_markdown(table)
+    assert "| **mkl** ⚠ |" in markdown
+    assert "- mkl: 2024.* does not match upstream 2025.3.0" in markdown
+
+
+def test_missing_inputs_degrade_to_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing"
+    status = main(
+        [
+            "deps",
+            "--upstream",
+            str(missing),
+            "--wheel",
+            str(missing / "x.whl"),
+            "--recipe",
+            str(missing),
+            "--pinning",
+            str(missing),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == 0
+    assert out.startswith("| Package | Upstream | Recipe | Conda-forge | Source |")
+    assert out.count("\n- ") == 4  # one note per missing input
+    assert "does not exist" in out
+
+
+def test_json_output_and_unwritable_destination(upstream_tree: Path, tmp_path: Path) -> None:
+    target = tmp_path / "deps.json"
+    assert main(["deps", "--upstream", str(upstream_tree), "--json", str(target)]) == 0
+    data = json.loads(target.read_text())
+    assert {row["package"] for row in data["rows"]} >= set(TREE_VERSIONS)
+    assert data["inputs"]["upstream"] == str(upstream_tree)
+
+    nowhere = tmp_path / "no-such-dir" / "deps.md"
+    assert main(["deps", "--markdown", str(nowhere)]) == 1
+    assert not nowhere.parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("upstream", "conda", "agree"),
+    [
+        (["12.6.3", "12.9.1", "13.0.2"], ["12.9", "13.0"], True),
+        (["12.6.3", "12.8.1"], ["12.9"], False),
+        (["2.29.3"], ["2"], True),
+        (["2025.3.0"], ["2026"], False),
+        ([">=1.13.3"], [">=1.13.3"], True),
+        ([">=1.13.3"], [">=1.14"], False),
+        ([">=4.10.0"], ["4.12.2"], True),
+        (["3.7.0"], [">=3.8,<3.9"], False),
+        (["*"], ["2"], True),
+    ],
+)
+def test_values_agree(upstream: list[str], conda: list[str], agree: bool) -> None:
+    assert values_agree(upstream, conda)[0] is agree
+
+
+def test_satisfies_handles_compound_bounds() -> None:
+    assert satisfies("2023.2.0", ">=2023,<2025")
+    assert not satisfies("2025.0", ">=2023,<2025")
+    assert satisfies("3.4.1", "~=3.4.0")
