@@ -1,0 +1,12 @@
+#include <ATen/Context.h>
+
+namespace at {
+namespace {
+bool no() { return false; }
+CUDAHooksInterface g_hooks{&no, &no};
+}  // namespace
+
+void set_cuda_hooks(const CUDAHooksInterface& hooks) { g_hooks = hooks; }
+bool hasCUDA() { return g_hooks.has_cuda(); }
+bool hasMAGMA() { return g_hooks.has_magma(); }
+}  // namespace at

@@ -1,0 +1,9 @@
+#include <ATen/Context.h>
+
+namespace at {
+double sum(const double* values, int n) {
+  double total = 0;
+  for (int i = 0; i < n; ++i) total += values[i];
+  return total;
+}
+}  // namespace at

@@ -1,0 +1,3 @@
+namespace at::native {
+int cholesky_batched_lib(int n) { return n * n; }
+}  // namespace at::native

@@ -1,0 +1,3 @@
+namespace at::cuda {
+int cusolver_handle_pool_size() { return 1; }
+}  // namespace at::cuda

@@ -1,0 +1,146 @@
+"""setup.py of the upstream stand-in: a TEST DOUBLE of PyTorch 2.13.0's setup.py build interface.
+
+What it reproduces (see docs/rehearsal.md and ../../docs/architecture.md):
+- every command except clean/egg_info/sdist/dist_info first builds the CMake project in ``build/``;
+- CMake is configured (Ninja) only when ``build/CMakeCache.txt`` or ``build/build.ninja`` is missing,
+  or when ``CMAKE_FRESH=1``; later runs only do ``cmake --build build --target install``;
+- the configure passes ``-DPython_EXECUTABLE=sys.executable`` and ``-DPython_NumPy_INCLUDE_DIR``,
+  ``BUILD_PYTHON``, ``USE_NUMPY``, ``BUILD_TEST``, ``CMAKE_INSTALL_PREFIX=<source>/torch`` and
+  ``TORCH_BUILD_VERSION``, then the words of ``$CMAKE_ARGS`` (the recipe's setup.py patch adds that);
+  ``USE_*``/``BUILD_*``/``CMAKE_*`` environment variables reach CMake through cmake/EnvVarForwarding.cmake;
+- setuptools copies ``torch/`` with its installed ``lib``/``include``/``share``/``bin`` trees into
+  ``build/lib.<plat>-cpython-3XX/`` and builds ``torch._C`` from ``torch/csrc/stub.c`` against torch_python.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+ROOT = Path(__file__).resolve().parent
+BUILD_DIR = ROOT / "build"
+INSTALL_DIR = ROOT / "torch"
+VERSION = "2.13.0"
+# Commands that never build the C++ libraries, as in upstream's setup.py.
+NO_BUILD_COMMANDS = {"clean", "egg_info", "sdist", "dist_info", "--help", "-h", "--version"}
+TRUE_WORDS = {"1", "ON", "YES", "TRUE", "Y"}
+FALSE_WORDS = {"0", "OFF", "NO", "FALSE", "N"}
+
+
+def report(message: str) -> None:
+    print(f"-- [stand-in setup.py] {message}", flush=True)
+
+
+def env_flag(name: str, words: set[str]) -> bool:
+    return os.environ.get(name, "").upper() in words
+
+
+def numpy_include() -> str | None:
+    if env_flag("USE_NUMPY", FALSE_WORDS):
+        return None
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy.get_include()
+
+
+def build_type() -> str:
+    """The cached CMAKE_BUILD_TYPE wins once a cache exists, as upstream's BuildType()."""
+    cache = BUILD_DIR / "CMakeCache.txt"
+    if cache.exists():
+        for line in cache.read_text().splitlines():
+            if line.startswith("CMAKE_BUILD_TYPE:"):
+                return line.split("=", 1)[1] or "Release"
+    if env_flag("DEBUG", TRUE_WORDS):
+        return "Debug"
+    if env_flag("REL_WITH_DEB_INFO", TRUE_WORDS):
+        return "RelWithDebInfo"
+    return os.environ.get("CMAKE_BUILD_TYPE", "Release")
+
+
+def cmake_generate() -> None:
+    cache = BUILD_DIR / "CMakeCache.txt"
+    if env_flag("CMAKE_FRESH", TRUE_WORDS) and cache.exists():
+        cache.unlink()
+    os.environ.pop("CMAKE_FRESH", None)
+    if cache.exists() and (BUILD_DIR / "build.ninja").exists():
+        report("build/CMakeCache.txt exists: not re-running CMake (as upstream)")
+        return
+    if "CMAKE_BUILD_TYPE" not in os.environ:
+        os.environ["CMAKE_BUILD_TYPE"] = build_type()
+    BUILD_DIR.mkdir(exist_ok=True)
+    numpy_dir = numpy_include()
+    args = [
+        "cmake",
+        "-GNinja",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        f"-DBUILD_PYTHON={'False' if env_flag('BUILD_LIBTORCH_WHL', TRUE_WORDS) else 'True'}",
+        f"-DBUILD_TEST={'False' if env_flag('BUILD_TEST', FALSE_WORDS) else 'True'}",
+        f"-DUSE_NUMPY={'True' if numpy_dir else 'False'}",
+        f"-DCMAKE_INSTALL_PREFIX={INSTALL_DIR}",
+        f"-DTORCH_BUILD_VERSION={VERSION}",
+    ]
+    if numpy_dir:
+        args.append(f"-DPython_NumPy_INCLUDE_DIR={numpy_dir}")
+    args += shlex.split(os.environ.get("CMAKE_ARGS", ""))
+    args.append(str(ROOT))
+    report("configuring: " + shlex.join(args))
+    subprocess.run(args, cwd=BUILD_DIR, check=True)
+
+
+def cmake_build() -> None:
+    args = ["cmake", "--build", ".", "--target", "install", "--config", build_type()]
+    if os.environ.get("MAX_JOBS"):
+        args += ["-j", os.environ["MAX_JOBS"]]
+    report("building: " + shlex.join(args))
+    subprocess.run(args, cwd=BUILD_DIR, check=True)
+
+
+def write_version_file() -> None:
+    """torch/version.py, rewritten only when its content changes."""
+    path = ROOT / "torch" / "version.py"
+    content = f'__version__ = "{VERSION}"\ndebug = False\ngit_version = "stand-in"\n'
+    if not path.exists() or path.read_text() != content:
+        path.write_text(content)
+
+
+def build_deps() -> None:
+    if shutil.which("cmake") is None or shutil.which("ninja") is None:
+        sys.exit("the upstream stand-in needs cmake and ninja on PATH")
+    write_version_file()
+    cmake_generate()
+    cmake_build()
+
+
+def main() -> None:
+    if not NO_BUILD_COMMANDS.intersection(sys.argv[1:]):
+        build_deps()
+    extension = Extension(
+        "torch._C",
+        sources=["torch/csrc/stub.c"],
+        libraries=["torch_python"],
+        library_dirs=[str(INSTALL_DIR / "lib")],
+        extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
+    )
+    setup(
+        name="torch",
+        version=VERSION,
+        description="upstream stand-in (test double) of PyTorch's build interface",
+        packages=["torch"],
+        package_data={
+            "torch": ["lib/*.so*", "bin/*", "include/**/*.h", "share/cmake/**/*.cmake", "version.py"],
+        },
+        ext_modules=[extension],
+        zip_safe=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

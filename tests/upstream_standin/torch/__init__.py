@@ -1,0 +1,33 @@
+"""``torch`` of the upstream stand-in: a TEST DOUBLE, not PyTorch.
+
+Like upstream it preloads libtorch_global_deps with RTLD_GLOBAL, then imports the ``torch._C``
+extension, whose functions are implemented in C++ (libtorch_python calling libtorch_cpu).
+"""
+
+import ctypes
+import os
+
+_lib_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+ctypes.CDLL(os.path.join(_lib_dir, "libtorch_global_deps.so"), mode=ctypes.RTLD_GLOBAL)
+
+from torch import _C  # noqa: E402
+from torch.version import __version__  # noqa: E402
+
+
+def add(a: float, b: float, alpha: float = 1.0) -> float:
+    """a + alpha * b, computed by libtorch_cpu."""
+    return _C._add(a, b, alpha)
+
+
+class cuda:  # noqa: N801 - mirrors the torch.cuda namespace
+    @staticmethod
+    def is_compiled() -> bool:
+        return _C._cuda_compiled()
+
+    @staticmethod
+    def has_magma() -> bool:
+        """Answered at run time by the lazily loaded libtorch_cuda_linalg."""
+        return _C._has_magma()
+
+
+__all__ = ["__version__", "add", "cuda"]

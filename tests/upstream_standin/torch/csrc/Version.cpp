@@ -1,0 +1,5 @@
+#include <torch/csrc/python_bindings.h>
+
+#include <ATen/Context.h>
+
+PyObject* THPModule_version(PyObject*, PyObject*) { return PyUnicode_FromString(at::version()); }
