@@ -1,0 +1,141 @@
+"""Which installed file goes to which package: the one staging table of the recipe (plain data).
+
+The upstream build leaves its files in three trees:
+
+* ``install``: CMake's install prefix ``<SRC_DIR>/torch``, only its ``lib``, ``include``, ``share`` and
+  ``bin`` directories (the rest of ``<SRC_DIR>/torch`` is Python source). Paths are relative to
+  ``<SRC_DIR>/torch`` and keep that relative path under ``$PREFIX`` (``lib/libc10.so`` ->
+  ``$PREFIX/lib/libc10.so``).
+* ``setuptools``: ``<SRC_DIR>/build/lib.<platform>-cpython-3XX``, what ``setup.py build`` assembles for one
+  Python: the ``torch``, ``torchgen`` and ``functorch`` packages, ``torch/_C.cpython-3XX-<platform>.so`` and
+  copies of the install tree under ``torch/{lib,include,share,bin}``. Paths keep their relative path under
+  ``$SP_DIR``.
+* ``metadata``: the ``torch-<version>.dist-info`` directory ``setup.py dist_info`` writes; under ``$SP_DIR``.
+
+Every file of every tree must match exactly one rule: a file no rule claims, or that two rules claim, stops
+the build with its path (a new upstream file is a packaging decision, never an accident). Rules with package
+:data:`NOT_SHIPPED` are deliberate omissions, each with its reason.
+
+Layout (as conda-forge's pytorch packages have it): ``libtorch`` owns the C++ libraries, the headers of
+PyTorch itself and ``share/cmake``, so ``find_package(Torch)`` works from ``$PREFIX/share/cmake/Torch``.
+``pytorch`` owns ``$PREFIX/lib/libtorch_python.so`` and the Python packages; its
+``site-packages/torch/{lib,include,share,bin}`` are relative symlinks to ``$PREFIX/{lib,include,share,bin}``
+(action ``link``), so ``torch/share/cmake/Torch`` computes its prefix as ``site-packages/torch`` and finds the
+very same libraries and headers, and ``torch/_C``'s ``$ORIGIN/lib`` RUNPATH reaches ``$PREFIX/lib``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+LIBTORCH = "libtorch"
+LIBTORCH_CUDA_LINALG = "libtorch-cuda-linalg"
+PYTORCH = "pytorch"
+NOT_SHIPPED = "(not shipped)"
+
+PACKAGES = (LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH)
+
+Tree = Literal["install", "setuptools", "metadata"]
+# copy: the file goes into the package at its path; link: the package holds a symlink to $PREFIX/<link_to>
+# in place of the directory the file is in; drop: the file is not packaged (package NOT_SHIPPED).
+Action = Literal["copy", "link", "drop"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Files of ``tree`` matching ``pattern`` (``*`` within a path segment, ``**`` any number of segments)."""
+
+    tree: Tree
+    pattern: str
+    package: str
+    why: str
+    action: Action = "copy"
+    excluding: tuple[str, ...] = ()
+    # action "link": the directory (relative to the tree) replaced by a symlink, and its $PREFIX target
+    link_dir: str = ""
+    link_to: str = ""
+
+
+_TEST_ARTIFACTS = "BUILD_TEST artifacts: the recipe builds with BUILD_TEST=0; official wheels carry them"
+_THIRD_PARTY_HEADERS = (
+    "headers of bundled third-party code installed beside PyTorch's own: conda-forge packages provide the "
+    "shared ones (fmt, protobuf, pybind11, sleef, onednn, cpuinfo, ...) and shipping these would clobber them"
+)
+_LIBTORCH_LIBS = "PyTorch's C++ libraries; linked by the pytorch package and by C++ consumers"
+
+
+# fmt: off
+RULES: tuple[Rule, ...] = (
+    # ---- install tree: libraries -----------------------------------------------------------------------
+    Rule("install", "lib/libc10.so", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libc10_cuda.so", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch.so", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch_cpu.so", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch_cuda.so", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch_global_deps.so", LIBTORCH, "preloaded RTLD_GLOBAL by torch/__init__.py"),
+    Rule("install", "lib/libcaffe2_nvrtc.so", LIBTORCH, "CUDA builds: NVRTC shim, dlopened by libtorch_cuda"),
+    Rule("install", "lib/libtorch_nvshmem.so", LIBTORCH, "CUDA builds with NVSHMEM"),
+    Rule("install", "lib/libshm.so", LIBTORCH, "shared-memory manager library, used by torch_shm_manager"),
+    Rule("install", "lib/libtorch_cuda_linalg.so", LIBTORCH_CUDA_LINALG,
+         "dlopened by bare name from libtorch_cpu's directory; the MAGMA and non-MAGMA builds are variants"),
+    Rule("install", "lib/libtorch_python.so", PYTORCH,
+         "tied to one CPython minor version; lives in $PREFIX/lib so TorchConfig.cmake's torch_python works"),
+    Rule("install", "lib/libshm/**", NOT_SHIPPED, "libshm's sources: upstream keeps them in torch/lib",
+         action="drop"),
+    Rule("install", "lib/libshm_windows/**", NOT_SHIPPED, "libshm's Windows sources", action="drop"),
+    Rule("install", "lib/*.a", NOT_SHIPPED,
+         "static archives of bundled dependencies; setup.py's package_data leaves them out", action="drop"),
+    Rule("install", "lib/libgomp.so.1", NOT_SHIPPED,
+         "wheel-only: bundled by auditwheel; conda-forge's OpenMP comes from its own package", action="drop"),
+    Rule("install", "lib/libtorchbind_test.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "lib/libjitbackend_test.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "lib/libbackend_with_compiler.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "lib/libaoti_custom_ops.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    # ---- install tree: executables -----------------------------------------------------------------------
+    Rule("install", "bin/torch_shm_manager", LIBTORCH, "torch.multiprocessing's file_system sharing"),
+    Rule("install", "bin/protoc", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf has one",
+         action="drop"),
+    Rule("install", "bin/protoc-*", NOT_SHIPPED, "bundled protobuf compiler (versioned name)", action="drop"),
+    Rule("install", "bin/test_*", NOT_SHIPPED, _TEST_ARTIFACTS + " (test_*.pt models too)", action="drop"),
+    Rule("install", "bin/*Test", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "bin/*.ptl", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "bin/upgrader_models/**", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    # ---- install tree: headers ---------------------------------------------------------------------------
+    Rule("install", "include/ATen/**", LIBTORCH, "PyTorch's C++ API headers"),
+    Rule("install", "include/c10/**", LIBTORCH, "PyTorch's C++ API headers"),
+    Rule("install", "include/caffe2/**", LIBTORCH, "PyTorch's C++ API headers (caffe2/core/macros.h, ...)"),
+    Rule("install", "include/torch/**", LIBTORCH, "PyTorch's C++ API headers (torch/extension.h, csrc/api)"),
+    Rule("install", "include/tensorpipe/**", LIBTORCH, "included by torch/csrc/distributed/rpc headers"),
+    Rule("install", "include/libshm.h", LIBTORCH, "the header of libshm.so"),
+    *(
+        Rule("install", f"include/{name}", NOT_SHIPPED, _THIRD_PARTY_HEADERS, action="drop")
+        for name in (
+            "advisor-annotate.h", "clog.h", "cpuinfo.h", "dnnl*.h", "dnnl*.hpp", "fbgemm/**", "fmt/**",
+            "fp16/**", "fp16.h", "fxdiv.h", "google/**", "ittnotify*.h", "jitprofiling.h", "kineto/**",
+            "legacy/**", "libittnotify.h", "nnpack.h", "oneapi/**", "psimd.h", "pthreadpool.h",
+            "pybind11/**", "qnnpack_func.h", "sleef.h",
+        )
+    ),
+    # ---- install tree: CMake package files ---------------------------------------------------------------
+    *(
+        Rule("install", f"share/cmake/{name}/**", LIBTORCH,
+             "find_package(Torch) from $PREFIX/share/cmake/Torch; variant-specific (CPU vs CUDA)")
+        for name in ("ATen", "Caffe2", "Gloo", "Tensorpipe", "Torch")
+    ),
+    # ---- setuptools tree (one Python) --------------------------------------------------------------------
+    *(
+        Rule("setuptools", f"torch/{name}/**", PYTORCH,
+             f"copy of the install tree's {name}/: a symlink to $PREFIX/{name} instead (conda-forge layout)",
+             action="link", link_dir=f"torch/{name}", link_to=name)
+        for name in ("lib", "include", "share", "bin")
+    ),
+    Rule("setuptools", "torch/test/**", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("setuptools", "torch/**", PYTORCH, "the torch Python package and the torch._C extension",
+         excluding=("torch/lib/**", "torch/include/**", "torch/share/**", "torch/bin/**", "torch/test/**")),
+    Rule("setuptools", "torchgen/**", PYTORCH, "code generator used by torch.utils.cpp_extension and AOTI"),
+    Rule("setuptools", "functorch/**", PYTORCH, "the functorch compatibility package"),
+    # ---- metadata ----------------------------------------------------------------------------------------
+    Rule("metadata", "torch-*.dist-info/**", PYTORCH, "so pip and importlib.metadata see torch"),
+)
+# fmt: on

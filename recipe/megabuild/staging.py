@@ -1,0 +1,233 @@
+"""Stage one package's files into $PREFIX from the upstream trees, by the table in package_files.py.
+
+Staging is all or nothing: the package is assembled in a temporary directory beside $PREFIX (same file
+system), checked against what $PREFIX already holds, and only then moved in, file by file with renames. A
+failure before the move leaves $PREFIX untouched; a failure during the move takes back what was moved.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from megabuild.errors import MegabuildError
+from megabuild.package_files import NOT_SHIPPED, PACKAGES, RULES, Rule, Tree
+
+# Directories of the install prefix <SRC_DIR>/torch that CMake's install step fills.
+INSTALL_TREE_DIRS = ("lib", "include", "share", "bin")
+
+
+class StagingError(MegabuildError):
+    """A file the table does not place exactly once, or a package that cannot be moved into $PREFIX."""
+
+
+@dataclass(frozen=True)
+class UpstreamTrees:
+    """Where the upstream build left its files; a tree that is None is not part of this staging."""
+
+    install: Path | None = None  # <SRC_DIR>/torch
+    setuptools: Path | None = None  # <SRC_DIR>/build/lib.<platform>-cpython-3XX
+    metadata: Path | None = None  # directory holding torch-<version>.dist-info
+
+    def roots(self) -> dict[Tree, Path]:
+        found: dict[Tree, Path | None] = {
+            "install": self.install,
+            "setuptools": self.setuptools,
+            "metadata": self.metadata,
+        }
+        return {tree: path for tree, path in found.items() if path is not None}
+
+
+@dataclass(frozen=True)
+class Placement:
+    tree: Tree
+    path: str  # relative to the tree root, with '/'
+    rule: Rule
+
+
+@dataclass
+class StagedPackage:
+    package: str
+    files: list[str] = field(default_factory=list)  # paths relative to $PREFIX, files and symlinks
+    links: dict[str, str] = field(default_factory=dict)  # symlink path -> target, relative to $PREFIX
+
+
+@cache
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """``**`` is any number of path segments (at least the file itself), ``*`` and ``?`` stay in a segment."""
+    out = []
+    for index, part in enumerate(pattern.split("/")):
+        if index:
+            out.append("/")
+        if part == "**":
+            out.append(".+")
+            continue
+        for char in part:
+            out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+    return re.compile("".join(out) + r"\Z")
+
+
+def matches(pattern: str, path: str) -> bool:
+    return _pattern_regex(pattern).match(path) is not None
+
+
+def rule_claims(rule: Rule, tree: Tree, path: str) -> bool:
+    return (
+        rule.tree == tree
+        and matches(rule.pattern, path)
+        and not any(matches(excluded, path) for excluded in rule.excluding)
+    )
+
+
+def tree_files(tree: Tree, root: Path) -> Iterator[str]:
+    """Every file and symlink of a tree, relative and with '/'; the install tree only below its four dirs."""
+    tops = [root / name for name in INSTALL_TREE_DIRS] if tree == "install" else [root]
+    for top in tops:
+        if not top.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(top):
+            here = Path(dirpath)
+            # a symlink to a directory is one entry, not a tree to descend into
+            for name in [d for d in dirnames if (here / d).is_symlink()]:
+                dirnames.remove(name)
+                filenames.append(name)
+            for name in filenames:
+                yield (here / name).relative_to(root).as_posix()
+
+
+def classify(trees: UpstreamTrees, rules: Iterable[Rule] = RULES) -> list[Placement]:
+    """Place every file of the trees by exactly one rule; otherwise stop with the offending paths."""
+    rules = tuple(rules)
+    placements: list[Placement] = []
+    unclaimed: list[str] = []
+    twice: list[str] = []
+    for tree, root in trees.roots().items():
+        for path in sorted(tree_files(tree, root)):
+            claimed = [rule for rule in rules if rule_claims(rule, tree, path)]
+            if len(claimed) == 1:
+                placements.append(Placement(tree, path, claimed[0]))
+            elif not claimed:
+                unclaimed.append(str(root / path))
+            else:
+                patterns = " and ".join(repr(rule.pattern) for rule in claimed)
+                twice.append(f"{root / path} (by {patterns})")
+    if unclaimed:
+        raise StagingError(
+            f"{len(unclaimed)} installed file(s) no staging rule claims, first {unclaimed[0]}: "
+            "add a rule for it to recipe/megabuild/package_files.py"
+            + (
+                f" (others: {', '.join(unclaimed[1:4])}{', ...' if len(unclaimed) > 4 else ''})"
+                if len(unclaimed) > 1
+                else ""
+            )
+        )
+    if twice:
+        raise StagingError(
+            f"installed file claimed by two staging rules: {twice[0]}: make the rules in "
+            "recipe/megabuild/package_files.py disjoint"
+        )
+    return placements
+
+
+def files_by_package(trees: UpstreamTrees) -> dict[str, list[Placement]]:
+    grouped: dict[str, list[Placement]] = {name: [] for name in (*PACKAGES, NOT_SHIPPED)}
+    for placement in classify(trees):
+        grouped[placement.rule.package].append(placement)
+    return grouped
+
+
+def stage_package(
+    package: str, trees: UpstreamTrees, prefix: Path, sp_dir: Path | None = None
+) -> StagedPackage:
+    """Move ``package``'s files from ``trees`` into ``prefix`` (``sp_dir`` for the Python trees), atomically.
+
+    Works on any directories: the driver passes conda-build's $PREFIX/$SP_DIR, tests pass temporary ones.
+    """
+    if package not in PACKAGES:
+        raise StagingError(f"unknown package {package!r}: the staging table knows {', '.join(PACKAGES)}")
+    prefix = prefix.resolve()
+    placements = files_by_package(trees)[package]
+    if not placements:
+        raise StagingError(f"no files for {package} in {_describe(trees)}: did the build pass install them?")
+    roots = trees.roots()
+    staged = StagedPackage(package)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".megabuild-stage-{package}-", dir=prefix.parent) as tmp:
+        scratch = Path(tmp)
+        for placement in placements:
+            destination = _destination(placement, prefix, sp_dir)
+            if placement.rule.action == "link":
+                link_path = _destination_of(placement.tree, placement.rule.link_dir, prefix, sp_dir)
+                target = os.path.relpath(prefix / placement.rule.link_to, link_path.parent)
+                staged.links[link_path.relative_to(prefix).as_posix()] = target
+                continue
+            relative = destination.relative_to(prefix)
+            _copy_entry(roots[placement.tree] / placement.path, scratch / relative)
+            staged.files.append(relative.as_posix())
+        for link, target in staged.links.items():
+            (scratch / link).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, scratch / link)
+        _move_into(scratch, prefix, [*staged.files, *staged.links])
+    return staged
+
+
+def _describe(trees: UpstreamTrees) -> str:
+    return ", ".join(f"{tree} tree {root}" for tree, root in trees.roots().items()) or "no trees"
+
+
+def _destination_of(tree: Tree, path: str, prefix: Path, sp_dir: Path | None) -> Path:
+    if tree == "install":
+        return prefix / path
+    if sp_dir is None:
+        raise StagingError(f"{tree} tree files need a site-packages directory: set SP_DIR")
+    sp_dir = sp_dir if sp_dir.is_absolute() else prefix / sp_dir
+    if not sp_dir.resolve().is_relative_to(prefix):
+        raise StagingError(f"SP_DIR {sp_dir} is not inside PREFIX {prefix}: check the build environment")
+    return sp_dir.resolve() / path
+
+
+def _destination(placement: Placement, prefix: Path, sp_dir: Path | None) -> Path:
+    return _destination_of(placement.tree, placement.path, prefix, sp_dir)
+
+
+def _copy_entry(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_symlink():
+        os.symlink(os.readlink(source), target)
+    else:
+        shutil.copy2(source, target)
+
+
+def _move_into(scratch: Path, prefix: Path, relatives: list[str]) -> None:
+    """Rename every staged entry into ``prefix``; refuse before moving anything if one would overwrite."""
+    clashes = [rel for rel in relatives if os.path.lexists(prefix / rel)]
+    if clashes:
+        raise StagingError(
+            f"{prefix / clashes[0]} already exists in PREFIX ({len(clashes)} clash(es)): another package of "
+            "the host environment ships it; drop it from the package or from the host requirements"
+        )
+    moved: list[Path] = []
+    created_dirs: list[Path] = []
+    try:
+        for rel in relatives:
+            destination = prefix / rel
+            missing = [
+                p for p in reversed(destination.parents) if p.is_relative_to(prefix) and not p.exists()
+            ]
+            for directory in missing:
+                directory.mkdir()
+                created_dirs.append(directory)
+            os.replace(scratch / rel, destination)
+            moved.append(destination)
+    except BaseException:
+        for destination in reversed(moved):
+            destination.unlink()
+        for directory in reversed(created_dirs):
+            directory.rmdir()
+        raise
