@@ -19,7 +19,7 @@ def add(a: float, b: float, alpha: float = 1.0) -> float:
     return _C._add(a, b, alpha)
 
 
-class cuda:  # noqa: N801 - mirrors the torch.cuda namespace
+class cuda:  # mirrors the torch.cuda namespace
     @staticmethod
     def is_compiled() -> bool:
         return _C._cuda_compiled()

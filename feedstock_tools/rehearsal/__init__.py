@@ -1,0 +1,134 @@
+"""``python -m feedstock_tools rehearse [CONFIG]``: the megabuild rehearsal (docs/rehearsal.md).
+
+Runs the recipe's real ``recipe/build.sh`` and build driver for every output of one ``.ci_support``
+configuration against ``tests/upstream_standin`` (a test double of PyTorch's build interface), playing
+conda-build's part: output order, per-output host prefixes at one ``PREFIX`` path, the environment.
+Prints each step, the driver's per-pass table, the compile-work ratio and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from feedstock_tools.errors import ToolError
+from feedstock_tools.rehearsal import harness, report
+from feedstock_tools.rehearsal.plan import load_config
+
+CI_SUPPORT = harness.REPO_ROOT / ".ci_support"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "rehearse",
+        help="run the recipe's build scripts offline against a small stand-in of PyTorch's build",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="a .ci_support configuration: its name (linux_64_...) or a path to the .yaml file; "
+        "default: the first linux-64 CUDA configuration",
+    )
+    parser.add_argument("--list", action="store_true", help="list the configurations and exit")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=harness.DEFAULT_WORK_ROOT,
+        help="where the work trees, packages and logs go (default: %(default)s)",
+    )
+    parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--standin", type=Path, default=harness.DEFAULT_STANDIN, help=argparse.SUPPRESS)
+    parser.add_argument("-v", "--verbose", action="store_true", help="stream every build script's output")
+    parser.set_defaults(func=run)
+
+
+def configurations() -> list[Path]:
+    return sorted(CI_SUPPORT.glob("*.yaml"))
+
+
+def resolve_config(name: str | None) -> Path:
+    if name:
+        path = Path(name)
+        if path.suffix == ".yaml" and path.is_file():
+            return path
+        candidate = CI_SUPPORT / f"{path.stem}.yaml"
+        if candidate.is_file():
+            return candidate
+        raise ToolError(f"no configuration {name!r} in {CI_SUPPORT}; list them with 'rehearse --list'")
+    configs = configurations()
+    if not configs:
+        raise ToolError(
+            f"no configurations in {CI_SUPPORT}; render them first (python -m feedstock_tools ci-support)"
+        )
+    for path in configs:
+        values = load_config(path)
+        if path.name.startswith("linux_64") and values.get("cuda_compiler_version", ["None"])[0] != "None":
+            return path
+    return configs[0]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        for path in configurations():
+            print(path.stem)
+        return 0
+    started = time.monotonic()
+    config = resolve_config(args.config)
+    rehearsal = harness.Rehearsal(
+        config,
+        work_root=args.work_dir,
+        recipe_dir=args.recipe_dir,
+        standin=args.standin,
+        verbose=args.verbose,
+    )
+    print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
+    rehearsal.prepare()
+    for step in rehearsal.skipped:
+        print(f"   skipped {step.label}: CPython {step.python} is not on this machine")
+    rehearsal.run()
+    checks = report.import_checks(rehearsal)
+    wall = time.monotonic() - started
+    summary = print_summary(rehearsal, checks, wall)
+    (rehearsal.dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return 0 if all(check.ok for check in checks) else 1
+
+
+def print_summary(rehearsal: harness.Rehearsal, checks: list[report.ImportCheck], wall: float) -> dict:
+    print("\nSteps (measured by the rehearsal from build/.ninja_log):")
+    print(report.steps_table(rehearsal.results))
+    driver = report.driver_report(rehearsal)
+    print(f"\nThe driver's per-pass table ({report.DRIVER_REPORT}):")
+    print(report.driver_table(driver) if driver is not None else "   (the driver wrote no report)")
+    ratio = report.work_ratio(rehearsal)
+    print("\nCompile-work ratio: objects compiled / (pass 1 + linalg + Python bindings x extra Pythons)")
+    print(f"   {ratio.formula()}   (target 1.00)")
+    print("\nimport torch in prefixes made from the packages:")
+    for check in checks:
+        print(f"   {'ok  ' if check.ok else 'FAIL'} {check.label}: {check.detail}")
+    for step in rehearsal.skipped:
+        print(f"   skipped pytorch for Python {step.python}: not on this machine")
+    print(f"\nWall time: {wall:.1f} s")
+    return {
+        "config": rehearsal.name,
+        "wall_seconds": round(wall, 2),
+        "steps": [
+            {
+                "label": r.step.label,
+                "name": r.step.name,
+                "returncode": r.returncode,
+                "seconds": round(r.seconds, 2),
+                "objects": r.objects,
+                "files": r.new_files,
+            }
+            for r in rehearsal.results
+        ],
+        "skipped": [step.label for step in rehearsal.skipped],
+        "ratio": {**asdict(ratio), "value": ratio.ratio},
+        "import_checks": [asdict(check) for check in checks],
+        "driver_report": driver,
+    }

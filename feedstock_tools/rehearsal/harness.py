@@ -1,0 +1,344 @@
+"""The harness: plays conda-build's part for one configuration and runs the recipe's real build.sh.
+
+For every step (top-level ``libtorch-split``, then each output in render order) it recreates the host
+prefix at the same ``PREFIX`` path, exports the environment conda-build gives a build script, runs
+``bash recipe/build.sh`` in ``SRC_DIR`` (the stand-in's copy, which persists across steps like
+conda-build's work directory), and keeps the files the script added to ``PREFIX`` as the step's
+package under ``<work>/packages/<label>/`` (with ``info/files`` listing them, as in a conda package).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from feedstock_tools.errors import ToolError
+from feedstock_tools.rehearsal import ninja_log, prefixes
+from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
+DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
+DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
+PACKAGE_VERSION = "2.13.0"
+# Environment variables of the caller that would leak into the upstream build (EnvVarForwarding picks
+# up USE_*/BUILD_*/CMAKE_*) or into the interpreters; the rehearsal starts without them.
+_DROPPED_PREFIXES = (
+    "USE_",
+    "BUILD_",
+    "CMAKE_",
+    "TORCH_",
+    "CONDA_",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "PYTHONHOME",
+)
+_DROPPED_NAMES = ("PYENV_VERSION", "MAGMA_HOME", "CUDA_HOME", "LDFLAGS", "CFLAGS", "CXXFLAGS", "CPPFLAGS")
+# Host requirement names the harness provides from the stand-in's tiny libmagma.
+_MAGMA_NAMES = ("libmagma", "libmagma-devel")
+_PLATFORMS = {("Linux", "x86_64"): "linux-64", ("Linux", "aarch64"): "linux-aarch64"}
+
+Progress = Callable[[str], None]
+
+
+def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]]:
+    """copytree filter: leave out what an earlier build of the stand-in left in its own directory."""
+    products = {
+        standin: {"build"},
+        standin / "torch": {"include", "share", "bin", "version.py"},
+    }
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        here = Path(directory)
+        ignored = {name for name in names if name in products.get(here, set()) or name == "__pycache__"}
+        if here == standin / "torch" / "lib":
+            ignored |= {name for name in names if ".so" in name}
+        return ignored
+
+    return ignore
+
+
+@dataclass
+class StepResult:
+    step: Step
+    returncode: int
+    seconds: float
+    new_files: list[str]
+    objects: list[str]
+    log: Path
+    package_dir: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def last_line(self) -> str:
+        lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+@dataclass
+class Rehearsal:
+    """One configuration's rehearsal; ``run()`` does everything, tests may drive the steps one by one."""
+
+    config_path: Path
+    work_root: Path = DEFAULT_WORK_ROOT
+    recipe_dir: Path = DEFAULT_RECIPE_DIR
+    standin: Path = DEFAULT_STANDIN
+    progress: Progress = print
+    verbose: bool = False
+    steps: list[Step] = field(init=False)
+    skipped: list[Step] = field(init=False, default_factory=list)
+    results: list[StepResult] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.config_path.is_file():
+            raise ToolError(f"no configuration file {self.config_path}; list them with 'rehearse --list'")
+        if not (self.recipe_dir / "build.sh").is_file():
+            raise ToolError(
+                f"{self.recipe_dir}/build.sh is missing; the rehearsal runs the recipe's build.sh"
+            )
+        self.steps = plan_steps(self.config_path, self.recipe_dir)
+
+    # ---- layout ------------------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config_path.stem
+
+    @property
+    def dir(self) -> Path:
+        return self.work_root / self.name
+
+    @property
+    def src_dir(self) -> Path:
+        return self.dir / "work"
+
+    @property
+    def prefix(self) -> Path:
+        return self.dir / "h_env"
+
+    @property
+    def build_prefix(self) -> Path:
+        return self.dir / "build_env"
+
+    @property
+    def packages_dir(self) -> Path:
+        return self.dir / "packages"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.work_root / ".cache"
+
+    @property
+    def setup_log(self) -> Path:
+        return self.logs_dir / "00-setup.log"
+
+    @property
+    def pass1_python(self) -> str:
+        return self.steps[0].python
+
+    # ---- preparation -------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.logs_dir.mkdir(parents=True)
+        self.packages_dir.mkdir()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(self.standin, self.src_dir, ignore=_ignore_build_products(self.standin))
+        prefixes.link_tree(prefixes.build_prefix_template(self.cache_dir), self.build_prefix)
+        available: list[Step] = []
+        for step in self.steps:
+            if prefixes.find_interpreter(step.python) is None:
+                if step.name == TOP_LEVEL_NAME:
+                    raise ToolError(f"pass 1 needs CPython {step.python} (python_min); install it with pyenv")
+                self.skipped.append(step)
+                continue
+            available.append(step)
+        self.steps = available
+        for minor in sorted({step.python for step in self.steps}):
+            self.progress(
+                f"   host Python {minor}: venv template with {', '.join(prefixes.TEMPLATE_PIP_PACKAGES)}"
+            )
+            prefixes.venv_template(self.cache_dir, minor, self.setup_log)
+        if any(set(step.host_names()) & set(_MAGMA_NAMES) for step in self.steps):
+            prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
+
+    # ---- one step ----------------------------------------------------------------------------------------
+    def environment(self, step: Step) -> dict[str, str]:
+        """What conda-build exports to a build script (plus the caller's environment, minus build knobs)."""
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(_DROPPED_PREFIXES) and key not in _DROPPED_NAMES
+        }
+        subdir = _PLATFORMS.get((platform.system(), platform.machine()), "linux-64")
+        py = step.python
+        env.update(
+            {
+                "CONDA_BUILD": "1",
+                "PKG_NAME": step.name,
+                "PKG_VERSION": step.version,
+                "PKG_BUILDNUM": str(step.build_number),
+                "PKG_BUILD_STRING": step.build_string or "placeholder",
+                "PKG_HASH": "h0rehearsal",
+                "PREFIX": str(self.prefix),
+                "BUILD_PREFIX": str(self.build_prefix),
+                "SRC_DIR": str(self.src_dir),
+                "RECIPE_DIR": str(self.recipe_dir),
+                "PYTHON": str(self.prefix / "bin" / "python"),
+                "PY_VER": py,
+                "CONDA_PY": py.replace(".", ""),
+                "PY3K": "1",
+                "SP_DIR": str(self.prefix / "lib" / f"python{py}" / "site-packages"),
+                "STDLIB_DIR": str(self.prefix / "lib" / f"python{py}"),
+                "CPU_COUNT": str(os.cpu_count() or 1),
+                "SHLIB_EXT": ".so",
+                "target_platform": subdir,
+                "build_platform": subdir,
+                "SUBDIR": subdir,
+                "ARCH": "64",
+                "PATH": os.pathsep.join(
+                    [str(self.prefix / "bin"), str(self.build_prefix / "bin"), os.environ.get("PATH", "")]
+                ),
+            }
+        )
+        for key, value in step.variant.items():
+            if isinstance(value, str):
+                env[key] = value
+        return env
+
+    def provision_host(self, step: Step) -> None:
+        """Recreate PREFIX with what the step's host requirements would install."""
+        shutil.rmtree(self.prefix, ignore_errors=True)
+        names = step.host_names()
+        if "python" in names:
+            prefixes.link_tree(
+                prefixes.venv_template(self.cache_dir, step.python, self.setup_log), self.prefix
+            )
+        else:
+            self.prefix.mkdir(parents=True)
+        (self.prefix / "conda-meta").mkdir(exist_ok=True)
+        magma = any(name in _MAGMA_NAMES for name in names)
+        for name in names:
+            package = self.preferred_package(name)
+            if package is None:
+                continue
+            self.install_package(package, self.prefix)
+            for run_name in package.step.run_names():
+                dependency = self.preferred_package(run_name)
+                if dependency is not None:
+                    self.install_package(dependency, self.prefix)
+                    magma = magma or any(n in _MAGMA_NAMES for n in dependency.step.run_names())
+        if magma:
+            self.install_magma(self.prefix)
+
+    def preferred_package(self, name: str) -> StepResult | None:
+        """The built package conda's solver would pick for ``name``: the highest build number."""
+        built = [r for r in self.results if r.ok and r.step.name == name and r.package_dir is not None]
+        return max(built, key=lambda r: r.step.build_number, default=None)
+
+    def install_package(self, result: StepResult, destination: Path) -> None:
+        assert result.package_dir is not None
+        prefixes.install_files(result.package_dir, result.new_files, destination)
+
+    def install_magma(self, destination: Path) -> None:
+        magma = prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
+        prefixes.install_files(magma, sorted(prefixes.prefix_files(magma)), destination)
+
+    def run_step(self, step: Step) -> StepResult:
+        index = len(self.results)
+        log = self.logs_dir / f"{index + 1:02d}-{step.label}.log"
+        if not step.has_script:
+            log.write_text(f"{step.label}: no script (metapackage): an empty package\n")
+            result = StepResult(step, 0, 0.0, [], [], log, self._write_package(step, []))
+            self.results.append(result)
+            return result
+        self.provision_host(step)
+        before = prefixes.prefix_files(self.prefix)
+        ninja_log_path = self.src_dir / "build" / ".ninja_log"
+        log_before = ninja_log.read_log(ninja_log_path)
+        started_ns = time.time_ns()
+        started = time.monotonic()
+        returncode = self._run_build_script(step, log)
+        seconds = time.monotonic() - started
+        new_files = sorted(prefixes.prefix_files(self.prefix) - before)
+        entries = ninja_log.new_entries(log_before, ninja_log.read_log(ninja_log_path), started_ns)
+        result = StepResult(step, returncode, seconds, new_files, ninja_log.objects(entries), log)
+        if result.ok and step.name != TOP_LEVEL_NAME:
+            result.package_dir = self._write_package(step, new_files)
+        self.results.append(result)
+        return result
+
+    def _run_build_script(self, step: Step, log: Path) -> int:
+        command = ["bash", "-o", "errexit", str(self.recipe_dir / "build.sh")]
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                command,
+                cwd=self.src_dir,
+                env=self.environment(step),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+            assert process.stdout is not None
+            for line in process.stdout:
+                out.write(line)
+                if self.verbose:
+                    self.progress("      | " + line.rstrip("\n"))
+            return process.wait()
+
+    def _write_package(self, step: Step, files: list[str]) -> Path:
+        package_dir = self.packages_dir / step.label
+        shutil.rmtree(package_dir, ignore_errors=True)
+        package_dir.mkdir(parents=True)
+        prefixes.install_files(self.prefix, files, package_dir)
+        (package_dir / "info").mkdir(exist_ok=True)
+        (package_dir / "info" / "files").write_text("".join(f"{path}\n" for path in files))
+        (package_dir / "info" / "index.json").write_text(
+            json.dumps(
+                {
+                    "name": step.name,
+                    "version": step.version,
+                    "build": step.build_string,
+                    "build_number": step.build_number,
+                    "variant": dict(step.variant),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        return package_dir
+
+    # ---- everything --------------------------------------------------------------------------------------
+    def run(self) -> list[StepResult]:
+        """All steps in order; stops at the first failing build script with a one-line ToolError."""
+        total = len(self.steps)
+        for number, step in enumerate(self.steps, start=1):
+            self.progress(f"[{number}/{total}] {step.label} (PKG_NAME={step.name}) ...")
+            result = self.run_step(step)
+            status = "ok" if result.ok else f"FAILED (exit {result.returncode})"
+            self.progress(
+                f"      {status} in {result.seconds:.1f} s: {len(result.objects)} objects compiled, "
+                f"{len(result.new_files)} files into PREFIX"
+            )
+            if not result.ok:
+                tail = result.log.read_text(errors="replace").splitlines()[-25:]
+                for line in tail:
+                    self.progress("      | " + line)
+                raise ToolError(
+                    f"{step.label}: recipe/build.sh failed with exit {result.returncode} "
+                    f"({result.last_line()!r}); full log: {result.log}"
+                )
+        return self.results

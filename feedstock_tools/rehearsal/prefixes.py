@@ -1,0 +1,139 @@
+"""Host and build prefixes the way conda-build lays them out, made from local interpreters.
+
+conda-build gives every output a fresh host prefix at the same ``PREFIX`` path. Here a prefix is a
+venv of the output's CPython (pyenv's interpreters on this machine) with numpy, setuptools and wheel
+from PyPI; the venvs are made once per interpreter as templates under the cache directory and
+hard-linked into ``PREFIX`` for every step, so reruns cost milliseconds. Sibling packages the host
+requires (``libtorch`` in ``pytorch``'s host) are installed from the rehearsal's own packages, and the
+stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from feedstock_tools.errors import ToolError
+
+# What the stand-in's setup.py needs in the host besides Python (the recipe's python_host list).
+TEMPLATE_PIP_PACKAGES = ("numpy", "setuptools>=77.0.3", "wheel")
+# Bumped when the template recipe changes, so stale caches are not reused.
+TEMPLATE_FORMAT = "1"
+
+
+def pyenv_versions_dir() -> Path | None:
+    root = os.environ.get("PYENV_ROOT")
+    if not root and shutil.which("pyenv"):
+        root = subprocess.run(["pyenv", "root"], check=True, capture_output=True, text=True).stdout.strip()
+    return Path(root) / "versions" if root else None
+
+
+def find_interpreter(minor: str) -> Path | None:
+    """The newest local CPython `minor` ("3.12"): pyenv's `versions/3.12.*`, else `python3.12` on PATH."""
+    versions = pyenv_versions_dir()
+    if versions and versions.is_dir():
+        candidates = [
+            path
+            for path in versions.iterdir()
+            if path.name.startswith(minor + ".") and path.name[len(minor) + 1 :].isdigit()
+        ]
+        candidates.sort(key=lambda path: int(path.name.split(".")[2]))
+        for path in reversed(candidates):
+            if (path / "bin" / "python3").exists():
+                return path / "bin" / "python3"
+    found = shutil.which(f"python{minor}")
+    return Path(found) if found else None
+
+
+def link_tree(source: Path, destination: Path) -> None:
+    """Copy a tree with hard links (symlinks stay symlinks); falls back to copies across file systems."""
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, destination, symlinks=True, copy_function=link_or_copy)
+
+
+def venv_template(cache_dir: Path, minor: str, log: Path) -> Path:
+    """A venv of CPython ``minor`` with the template packages, made once and reused."""
+    template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}"
+    if (template / ".complete").exists():
+        return template
+    interpreter = find_interpreter(minor)
+    if interpreter is None:
+        raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
+    shutil.rmtree(template, ignore_errors=True)
+    with log.open("a") as out:
+        subprocess.run([str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out)
+        subprocess.run(
+            [str(template / "bin" / "python"), "-m", "pip", "install", "--quiet", *TEMPLATE_PIP_PACKAGES],
+            check=True,
+            stdout=out,
+            stderr=out,
+        )
+    (template / ".complete").write_text("ok\n")
+    return template
+
+
+def build_prefix_template(cache_dir: Path) -> Path:
+    """BUILD_PREFIX: ``bin/python`` is the interpreter running this tool (the driver is stdlib-only)."""
+    template = cache_dir / f"build-env-{sys.version_info[0]}.{sys.version_info[1]}"
+    if not (template / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(template)], check=True)
+    return template
+
+
+def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
+    """The stand-in's tiny libmagma, built once: the files conda-forge's libmagma(-devel) would bring."""
+    prefix = cache_dir / "libmagma"
+    if (prefix / "lib" / "libmagma.so").exists():
+        return prefix
+    build = cache_dir / "libmagma-build"
+    shutil.rmtree(build, ignore_errors=True)
+    with log.open("a") as out:
+        for args in (
+            ["cmake", "-S", str(standin / "third_party" / "magma"), "-B", str(build), "-G", "Ninja",
+             f"-DCMAKE_INSTALL_PREFIX={prefix}", "-DCMAKE_BUILD_TYPE=Release"],
+            ["cmake", "--build", str(build)],
+            ["cmake", "--install", str(build)],
+        ):  # fmt: skip
+            subprocess.run(args, check=True, stdout=out, stderr=out)
+    return prefix
+
+
+def prefix_files(prefix: Path) -> set[str]:
+    """Files and symlinks under ``prefix``, as '/'-separated relative paths (what conda-build compares)."""
+    found: set[str] = set()
+    if not prefix.exists():
+        return found
+    for root, dirs, files in os.walk(prefix):
+        base = Path(root)
+        for name in files:
+            found.add((base / name).relative_to(prefix).as_posix())
+        for name in dirs:
+            if (base / name).is_symlink():
+                found.add((base / name).relative_to(prefix).as_posix())
+    return found
+
+
+def install_files(source_root: Path, files: list[str], destination: Path) -> None:
+    """Copy ``files`` (relative paths) from ``source_root`` into ``destination``; symlinks stay symlinks."""
+    for rel in files:
+        src = source_root / rel
+        dst = destination / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.is_symlink() or dst.exists():
+            if dst.is_dir() and not dst.is_symlink():
+                shutil.rmtree(dst)
+            else:
+                dst.unlink()
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copy2(src, dst)

@@ -1,0 +1,164 @@
+"""What the rehearsal prints at the end: its per-step table, the driver's per-pass table, the
+compile-work ratio, the import checks and the wall time; also written as ``summary.json``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from feedstock_tools.rehearsal import ninja_log, prefixes
+from feedstock_tools.rehearsal.harness import Rehearsal, StepResult
+from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME
+
+# Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python.
+LINALG_TARGETS = frozenset({"torch_cuda_linalg"})
+PYTHON_TARGETS = frozenset({"torch_python"})
+DRIVER_REPORT = Path("build") / "megabuild-report.json"
+
+
+@dataclass(frozen=True)
+class WorkRatio:
+    compiled: int  # objects compiled over all steps
+    pass1: int
+    linalg: int  # linalg objects, counted once if a MAGMA linalg step ran
+    python_bindings: int
+    extra_pythons: int
+
+    @property
+    def expected(self) -> int:
+        return self.pass1 + self.linalg + self.python_bindings * self.extra_pythons
+
+    @property
+    def ratio(self) -> float:
+        return self.compiled / self.expected if self.expected else float("nan")
+
+    def formula(self) -> str:
+        return (
+            f"{self.compiled} / ({self.pass1} + {self.linalg} + {self.python_bindings} x "
+            f"{self.extra_pythons}) = {self.ratio:.2f}"
+        )
+
+
+def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
+    results = rehearsal.results
+    pass1 = next(r for r in results if r.step.name == TOP_LEVEL_NAME)
+    pass1_targets = [ninja_log.target_of(o) for o in pass1.objects]
+    magma_step_ran = any(r.step.variant.get("magma_variant") == "magma" and r.step.name != TOP_LEVEL_NAME
+                         for r in results if r.step.has_script)  # fmt: skip
+    extra = sum(1 for r in results if r.step.name == "pytorch" and r.step.python != rehearsal.pass1_python)
+    return WorkRatio(
+        compiled=sum(len(r.objects) for r in results),
+        pass1=len(pass1.objects),
+        linalg=sum(t in LINALG_TARGETS for t in pass1_targets) if magma_step_ran else 0,
+        python_bindings=sum(t in PYTHON_TARGETS for t in pass1_targets),
+        extra_pythons=extra,
+    )
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
+    lines = [" | ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False))
+             for row in [headers, *rows]]  # fmt: skip
+    lines.insert(1, "-+-".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def steps_table(results: list[StepResult]) -> str:
+    rows = []
+    for index, result in enumerate(results, start=1):
+        targets = ninja_log.targets_of(result.objects)
+        rows.append(
+            [
+                str(index),
+                result.step.label,
+                "ok" if result.ok else f"exit {result.returncode}",
+                f"{result.seconds:.1f}",
+                str(len(result.objects)),
+                ", ".join(targets) or "-",
+                str(len(result.new_files)),
+            ]
+        )
+    return table(["#", "step", "result", "s", "objects", "targets compiled", "files"], rows)
+
+
+def driver_report(rehearsal: Rehearsal) -> Any:
+    path = rehearsal.src_dir / DRIVER_REPORT
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def driver_table(report: Any) -> str:
+    """The driver's per-pass rows, whatever their exact keys: one column per key of the first row."""
+    rows = report.get("passes", report) if isinstance(report, dict) else report
+    if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
+        return json.dumps(report, indent=2)[:4000]
+    headers = [key for key in rows[0] if not isinstance(rows[0][key], (list, dict))]
+    return table(headers, [[_cell(row.get(key)) for key in headers] for row in rows])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return "" if value is None else str(value)
+
+
+# ---- import checks: a prefix made from the packages, as conda would install pytorch into it ---------------
+_IMPORT_CHECK = """
+import json, torch
+print(json.dumps({"version": torch.__version__, "add": torch.add(1.0, 2.0, 3.0),
+                  "cuda": torch.cuda.is_compiled(), "has_magma": torch.cuda.has_magma(),
+                  "C": torch._C.__file__}))
+"""
+
+
+@dataclass(frozen=True)
+class ImportCheck:
+    label: str
+    ok: bool
+    detail: str  # the JSON torch reported, or the last line of the error
+
+
+def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels: list[str]) -> Path:
+    """A venv of ``python`` plus the named packages (and libmagma when a MAGMA package is among them)."""
+    prefixes.link_tree(prefixes.venv_template(rehearsal.cache_dir, python, rehearsal.setup_log), destination)
+    for label in labels:
+        result = next(r for r in rehearsal.results if r.step.label == label)
+        rehearsal.install_package(result, destination)
+        if "magma" in result.step.run_names() or label.endswith("-magma"):
+            rehearsal.install_magma(destination)
+    return destination
+
+
+def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
+    """``import torch`` in a prefix per built pytorch package, with the linalg build conda would pick."""
+    checks: list[ImportCheck] = []
+    root = rehearsal.dir / "import-check"
+    linalg = [r.step.label for r in rehearsal.results if r.step.name == "libtorch-cuda-linalg" and r.ok]
+    for result in rehearsal.results:
+        if result.step.name != "pytorch" or not result.ok:
+            continue
+        variants = linalg or [None]
+        for linalg_label in variants:
+            labels = ["libtorch", *([linalg_label] if linalg_label else []), result.step.label]
+            name = "+".join(labels[1:])
+            destination = root / name
+            shutil.rmtree(destination, ignore_errors=True)
+            assemble_prefix(rehearsal, destination, result.step.python, labels)
+            run = subprocess.run(
+                [str(destination / "bin" / "python"), "-c", _IMPORT_CHECK],
+                capture_output=True,
+                text=True,
+                cwd=root,
+                check=False,
+            )
+            lines = (run.stdout if run.returncode == 0 else run.stderr).strip().splitlines()
+            checks.append(ImportCheck(name, run.returncode == 0, lines[-1] if lines else ""))
+    return checks
