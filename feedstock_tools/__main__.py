@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from feedstock_tools.errors import ToolError
 
 # Modules that provide subcommands, in the order `--help` lists them. Add yours on its own line.
-TOOL_MODULES: tuple[str, ...] = ("deps",)
+TOOL_MODULES: tuple[str, ...] = (
+    "deps",
+    "rehearsal",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
