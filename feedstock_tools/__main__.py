@@ -16,6 +16,8 @@ from feedstock_tools.errors import ToolError
 # Modules that provide subcommands, in the order `--help` lists them. Add yours on its own line.
 TOOL_MODULES: tuple[str, ...] = (
     "deps",
+    "graph",
+    "cache_diff",
     "rehearsal",
 )
 
