@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from feedstock_tools.errors import ToolError
-from feedstock_tools.ninja_files import BuildStatement, parse_build_ninja, parse_ninja_log
+from feedstock_tools.ninja_files import BuildStatement, parse_build_ninja
 from feedstock_tools.recipe_imports import import_megabuild
 
 # CMake's Ninja generator names link rules <LANG>_<KIND>_LINKER__<target>_<config>.
@@ -124,13 +124,7 @@ def read_build_structure(build_dir: Path) -> BuildStructure:
     object_owner = _object_owners(statements, build_dir, targets)
 
     compiled = _compiled_objects(build_dir, notes)
-    durations: dict[str, float] = {}
-    if (build_dir / ".ninja_log").is_file():
-        durations = {
-            _normalise(k, build_dir): v for k, v in parse_ninja_log(build_dir / ".ninja_log").items()
-        }
-    else:
-        notes.append("no .ninja_log (the directory is configured but not built): compile times are empty")
+    durations = _durations(build_dir, notes)
 
     for obj, owner in object_owner.items():
         target = targets[owner]
@@ -152,6 +146,19 @@ def read_build_structure(build_dir: Path) -> BuildStructure:
         targets=targets,
         notes=notes,
     )
+
+
+def _durations(build_dir: Path, notes: list[str]) -> dict[str, float]:
+    """Output -> seconds its latest recorded command took, from ``.ninja_log`` (megabuild's reader)."""
+    ninja_log = import_megabuild("ninja_log")
+    if not (build_dir / ".ninja_log").is_file():
+        notes.append("no .ninja_log (the directory is configured but not built): compile times are empty")
+        return {}
+    try:
+        entries = ninja_log.read_log(build_dir / ".ninja_log")
+    except ninja_log.NinjaLogError as exc:
+        raise ToolError(str(exc)) from exc
+    return {_normalise(output, build_dir): (e.end_ms - e.start_ms) / 1000.0 for output, e in entries.items()}
 
 
 def _link_targets(

@@ -1,5 +1,6 @@
-"""Reading what Ninja leaves in a build directory: ``build.ninja`` statements and ``.ninja_log`` timings.
+"""Reading ``build.ninja``: the build statements CMake's Ninja generator writes.
 
+(``.ninja_log`` is read by the build driver's ``megabuild.ninja_log``, shared with the tools.)
 Only the parts the build-structure graph needs: each ``build`` statement's outputs, rule, explicit /
 implicit / order-only inputs and its indented variables, with Ninja's ``$`` escapes (``$ `` space,
 ``$:`` colon, ``$$`` dollar, ``$`` + newline continuation) undone.
@@ -113,20 +114,3 @@ def parse_build_ninja(path: Path) -> list[BuildStatement]:
         elif line.strip() and not line.startswith((" ", "\t", "#")):
             current = None
     return statements
-
-
-def parse_ninja_log(path: Path) -> dict[str, float]:
-    """Output path -> seconds its last recorded command took (later entries replace earlier ones)."""
-    durations: dict[str, float] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) < 4:
-            continue
-        try:
-            start_ms, end_ms = int(fields[0]), int(fields[1])
-        except ValueError:
-            continue
-        durations[fields[3]] = (end_ms - start_ms) / 1000.0
-    return durations
