@@ -215,7 +215,7 @@ def _first_present(pins: dict[str, list[str]] | dict[str, set[str]], keys: tuple
 # Variants the recipe is rendered under, so lines behind CUDA, BLAS and MAGMA selectors are all seen.
 RENDER_VARIANTS: tuple[dict[str, Any], ...] = (
     {"blas_impl": "mkl", "magma_variant": "magma"},
-    {"blas_impl": "generic", "magma_variant": "nomagma", "cuda_compiler_version": "None"},
+    {"blas_impl": "generic", "magma_variant": "nomagma"},
 )
 
 
@@ -265,8 +265,13 @@ def _load_recipe(
             variant_pins = read_variant_file(recipe / "conda_build_config.yaml", subdir)
         merged = {**cf_pins, **variant_pins}
         base = {key: values[0] for key, values in merged.items() if values}
-        cuda = next((v for v in merged.get("cuda_compiler_version", []) if v != "None"), "None")
-        variants = [{**base, "cuda_compiler_version": cuda, **variant} for variant in RENDER_VARIANTS]
+        platform = {"target_platform": subdir, "build_platform": subdir}
+        cuda_versions = [v for v in merged.get("cuda_compiler_version", []) if v != "None"] or ["None"]
+        # Every CUDA version with the first render variant (CUDA + MKL), then the CPU ones.
+        variants = [
+            {**base, **platform, "cuda_compiler_version": c, **RENDER_VARIANTS[0]} for c in cuda_versions
+        ]
+        variants += [{**base, **platform, "cuda_compiler_version": "None", **v} for v in RENDER_VARIANTS[1:]]
         return recipe_pins(recipe, subdir, variants), variant_pins
     except PinReadError as exc:
         notes.append(f"recipe unreadable ({exc}): Recipe column empty")

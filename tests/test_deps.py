@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.deps import DEFAULT_PINNING, Table, build_table, render_markdown
+from feedstock_tools.deps import DEFAULT_PINNING, DEFAULT_RECIPE, Table, build_table, render_markdown
 from feedstock_tools.upstream_versions import normalise_name, parse_requirement
 from feedstock_tools.version_compare import satisfies, values_agree
 
@@ -232,6 +232,21 @@ def test_real_wheel_and_shared_pinning(tmp_path: Path) -> None:
     # CUDA: 12.9 from the global pinning (CF_CUDA_ENABLED), 13.0 added by the unpaused cuda130 migration.
     assert rows["cuda"]["conda_forge"] == ["12.9", "13.0"]
     assert any("no upstream source tree" in note for note in table.notes)
+
+
+@pytest.mark.wheel
+@pytest.mark.skipif(not TORCH_WHEEL.is_file(), reason=f"{TORCH_WHEEL} not present")
+def test_real_recipe_carries_every_requirement_of_the_real_wheel() -> None:
+    table = build_table(None, TORCH_WHEEL, DEFAULT_RECIPE, DEFAULT_PINNING, "linux-64")
+    assert not [note for note in table.notes if "recipe" in note.lower()]
+    from_wheel = [row for row in table.rows if row.source == "wheel METADATA Requires-Dist"]
+    assert from_wheel
+    for row in from_wheel:
+        assert row.recipe, f"the recipe does not list {row.package}"
+        assert not row.mismatch, f"{row.package}: {row.reason}"
+    # The recipe's CUDA versions are the ones conda-forge's pinning (with migrations) builds.
+    rows = _rows(table)
+    assert rows["cuda"]["recipe"] == rows["cuda"]["conda_forge"]
 
 
 RECIPE = """
