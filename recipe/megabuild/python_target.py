@@ -59,6 +59,8 @@ print(json.dumps({
     "purelib": paths["purelib"],
     "platlib": paths["platlib"],
     "numpy_include": numpy_include,
+    "platform": sysconfig.get_platform(),
+    "cache_tag": sys.implementation.cache_tag,
 }))
 """
 
@@ -84,6 +86,8 @@ class PythonFacts:
     purelib: str
     platlib: str
     numpy_include: str | None
+    platform: str = ""  # sysconfig.get_platform(), e.g. linux-x86_64 (probe only)
+    cache_tag: str = ""  # sys.implementation.cache_tag, e.g. cpython-312 (probe only)
 
     @property
     def short(self) -> str:
@@ -93,9 +97,10 @@ class PythonFacts:
     def nodot(self) -> str:
         return f"{self.version[0]}{self.version[1]}"
 
-    def setuptools_dir_name(self, platform_tag: str) -> str:
-        """setuptools' build/lib.<platform>-cpython-3XX directory name (setuptools >= 62.1)."""
-        return f"lib.{platform_tag}-cpython-{self.nodot}"
+    @property
+    def setuptools_lib_dir(self) -> str:
+        """setuptools' (>= 62.1) build/lib.<platform>-<cache tag> directory of this interpreter."""
+        return f"lib.{self.platform}-{self.cache_tag or f'cpython-{self.nodot}'}"
 
 
 def probe(executable: str | Path) -> PythonFacts:

@@ -1,0 +1,90 @@
+"""What conda-build tells a build script through its environment (see docs/megabuild.md for the sources).
+
+conda-build runs ``build.sh`` for the top-level recipe and again for every output with ``script: build.sh``,
+each time with ``PKG_NAME`` set to the package being built, ``PREFIX`` pointing at that output's host
+prefix (a fresh environment at the same path every time), ``SRC_DIR`` at the shared work directory and
+every variant key exported under its own name (``blas_impl``, ``cuda_compiler_version``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from megabuild.errors import MegabuildError
+
+# Variant keys of recipe/conda_build_config.yaml and the global pinning that steer the driver.
+VARIANT_KEYS = ("blas_impl", "cuda_compiler_version", "magma_variant", "megabuild")
+
+
+@dataclass(frozen=True)
+class CondaBuild:
+    pkg_name: str
+    pkg_version: str
+    prefix: Path
+    build_prefix: Path
+    src_dir: Path
+    recipe_dir: Path
+    python: Path | None  # ${PYTHON}: only set when the output has python in its host requirements
+    py_ver: str | None
+    sp_dir: Path | None
+    cpu_count: int
+    shlib_ext: str
+    target_platform: str
+    build_platform: str
+    variant: Mapping[str, str]
+
+    @property
+    def cuda_version(self) -> str | None:
+        """ "12.9", "13.0", or None for CPU builds (conda-forge spells that "None")."""
+        value = self.variant.get("cuda_compiler_version", "None")
+        return None if value in ("", "None") else value
+
+    @property
+    def build_dir(self) -> Path:
+        """PyTorch's CMake build tree (env.py's BUILD_DIR = "build", relative to the source root)."""
+        return self.src_dir / "build"
+
+    @property
+    def state_dir(self) -> Path:
+        """What pass 1 saves for later outputs, inside the work directory that all outputs share."""
+        return self.build_dir / "megabuild"
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> CondaBuild:
+        env = os.environ if env is None else env
+
+        def need(name: str) -> str:
+            value = env.get(name)
+            if not value:
+                raise MegabuildError(
+                    f"environment variable {name} is not set: run recipe/build.sh through conda-build "
+                    "(or the rehearsal harness), which sets it"
+                )
+            return value
+
+        def optional_path(name: str) -> Path | None:
+            value = env.get(name)
+            return Path(value) if value else None
+
+        cpu_count = env.get("CPU_COUNT") or str(os.cpu_count() or 1)
+        if not cpu_count.isdigit() or int(cpu_count) < 1:
+            raise MegabuildError(f"CPU_COUNT={cpu_count!r} is not a positive number: fix it or unset it")
+        return cls(
+            pkg_name=need("PKG_NAME"),
+            pkg_version=env.get("TOP_PKG_VERSION") or need("PKG_VERSION"),
+            prefix=Path(need("PREFIX")),
+            build_prefix=Path(need("BUILD_PREFIX")),
+            src_dir=Path(need("SRC_DIR")),
+            recipe_dir=Path(need("RECIPE_DIR")),
+            python=optional_path("PYTHON"),
+            py_ver=env.get("PY_VER") or None,
+            sp_dir=optional_path("SP_DIR"),
+            cpu_count=int(cpu_count),
+            shlib_ext=env.get("SHLIB_EXT", ".so"),
+            target_platform=need("target_platform"),
+            build_platform=env.get("build_platform") or need("target_platform"),
+            variant={key: env[key] for key in VARIANT_KEYS if key in env},
+        )

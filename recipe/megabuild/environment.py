@@ -1,0 +1,227 @@
+"""The environment of the upstream build (``setup.py`` and the CMake runs under it), in one place.
+
+Every setting carries its reason, and the driver prints them. The result must be identical in every pass:
+editing CMakeCache.txt makes the next ``cmake --build`` re-run CMake, which reads ``TORCH_CUDA_ARCH_LIST``,
+``TORCH_NVCC_FLAGS``, ``LDFLAGS``, ``MAGMA_HOME``, ``PYTORCH_BUILD_VERSION`` ... again from the environment; a
+difference would drift the CUDA flags or arch list and rebuild everything. So nothing here may depend on what
+differs between outputs (``PKG_NAME``, ``PKG_BUILDNUM``, ``PYTHON``, ``magma_variant``, ...), and the
+driver compares :func:`reconfigure_inputs` of every pass with pass 1's.
+
+Settings that must only reach the *first* configure go into ``CMAKE_ARGS``, which setup.py (with the
+recipe's patch) passes to that configure only.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from megabuild.conda_env import CondaBuild
+from megabuild.errors import MegabuildError
+
+# TORCH_CUDA_ARCH_LIST per CUDA major.minor: every architecture conda-forge's CUDA packages support with
+# that toolkit, PTX for the newest so future GPUs can JIT. CUDA 13 dropped Maxwell, Pascal and Volta.
+CUDA_ARCH_LISTS: dict[str, tuple[str, ...]] = {
+    "12.9": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"),
+    "13.0": ("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0+PTX"),
+}
+# Jetson Orin (sm_87) only exists on aarch64 boards.
+AARCH64_EXTRA_ARCHS = ("8.7",)
+
+# Environment variables a CMake (re)configure of PyTorch reads (pytorch-build-facts.md §3.2): by prefix
+# (EnvVarForwarding.cmake's USE_/BUILD_/CMAKE_) and by name (read by CMakeLists/find modules directly).
+RECONFIGURE_PREFIXES = ("USE_", "BUILD_", "CMAKE_", "TORCH_", "CUDA", "NCCL_", "CUDNN_")
+RECONFIGURE_NAMES = (
+    "BLAS", "MAGMA_HOME", "LDFLAGS", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "CC", "CXX", "CUDAHOSTCXX",
+    "PYTORCH_BUILD_VERSION", "INTEL_MKL_DIR", "ATEN_AVX512_256", "NVSHMEM_HOME",
+)  # fmt: skip
+# Differ between conda-build's outputs but are never read by CMake as inputs.
+RECONFIGURE_EXEMPT = frozenset({"BUILD_PREFIX"})
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    value: str | None  # None: remove the variable
+    why: str
+
+
+def _strip_words(value: str, patterns: tuple[str, ...]) -> str:
+    kept = [word for word in value.split() if not any(re.fullmatch(p, word) for p in patterns)]
+    return " ".join(kept)
+
+
+def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False) -> list[Setting]:
+    """What the driver sets for the upstream build, each with its reason, from conda-build's environment."""
+    prefix = str(build.prefix)
+    out: list[Setting] = []
+
+    def put(name: str, value: str | None, why: str) -> None:
+        out.append(Setting(name, value, why))
+
+    # ---- compiler and linker flags conda-forge's activation sets ---------------------------------------
+    ldflags = caller.get("LDFLAGS", "")
+    put(
+        "LDFLAGS",
+        _strip_words(ldflags.replace("-Wl,-z,now", "-Wl,-z,lazy"), (r"-Wl,--as-needed",)),
+        "lazy binding (-z,lazy instead of -z,now) so `import torch` works on machines without a GPU driver; "
+        "no --as-needed, which would drop the NEEDED entries that are all libtorch.so and "
+        "libtorch_global_deps.so consist of",
+    )
+    for flags in ("CXXFLAGS", "CFLAGS"):
+        put(
+            flags,
+            _strip_words(caller.get(flags, ""), (r"-std=\S+",)),
+            "the language standard is PyTorch's choice (C++20 in 2.13); the activation's -std=c++17 would "
+            "override it wherever flags come last (nvcc's host compilation)",
+        )
+    put(
+        "CMAKE_ARGS",
+        shlex.join(
+            [
+                *_strip_cmake_args(caller.get("CMAKE_ARGS", "")),
+                f"-DCMAKE_BUILD_TYPE={build_type(caller)}",
+                "-DUSE_MAGMA=OFF",
+            ]
+        ),
+        "read by setup.py's first configure only: conda-build's -DCMAKE_INSTALL_PREFIX=$PREFIX would "
+        "install into the host prefix instead of <src>/torch, and its CMAKE_BUILD_TYPE would hide DEBUG/"
+        "REL_WITH_DEB_INFO; USE_MAGMA starts OFF (pass 1), the MAGMA pass switches it in CMakeCache.txt",
+    )
+    put(
+        "CMAKE_GENERATOR",
+        "Ninja",
+        "conda-build exports CMAKE_GENERATOR='Unix Makefiles', which setup.py would obey; the passes need "
+        "Ninja (restat for code generators, .ninja_log for the per-pass report)",
+    )
+    put(
+        "CMAKE_BUILD_TYPE",
+        build_type(caller),
+        "explicit and the same in every pass; from DEBUG=1 / REL_WITH_DEB_INFO=1 of the caller",
+    )
+    # ---- parallelism and verbosity ------------------------------------------------------------------------
+    put(
+        "MAX_JOBS",
+        caller.get("MAX_JOBS") or str(build.cpu_count),
+        "setup.py passes it as -j to cmake --build; the caller's MAX_JOBS wins over CPU_COUNT",
+    )
+    put(
+        "VERBOSE",
+        "1" if verbose else None,
+        "cmake --build prints full command lines for any value of VERBOSE, even 0: set only with --verbose",
+    )
+    # ---- what to build ------------------------------------------------------------------------------------
+    put("BUILD_TEST", "0", "no C++ test binaries and test libraries (upstream builds them by default)")
+    put(
+        "PYTORCH_BUILD_VERSION",
+        build.pkg_version,
+        "a plain version (no +git suffix); read on every configure, the same for every output",
+    )
+    # ---- BLAS ---------------------------------------------------------------------------------------------
+    blas = build.variant.get("blas_impl", "generic")
+    if blas == "mkl":
+        put("BLAS", "MKL", "blas_impl=mkl: link MKL from mkl-devel in the host prefix")
+        put("INTEL_MKL_DIR", prefix, "where FindMKL looks first: mkl-devel is in the host prefix")
+    else:
+        put(
+            "BLAS",
+            "Generic",
+            "blas_impl=generic: link the reference BLAS/LAPACK interface (libblas, libcblas, liblapack) so "
+            "users can switch implementation at install time",
+        )
+    # ---- system libraries instead of the bundled copies ---------------------------------------------------
+    put("USE_SYSTEM_SLEEF", "ON", "sleef from conda-forge")
+    put("BUILD_CUSTOM_PROTOBUF", "OFF", "libprotobuf from conda-forge, not the bundled protobuf")
+    put("USE_SYSTEM_PYBIND11", "ON", "pybind11 from conda-forge, so pybind11-abi pins the extension ABI")
+    put("USE_SYSTEM_EIGEN_INSTALL", "ON", "eigen from conda-forge")
+    put("USE_SYSTEM_FMT", "ON", "fmt from conda-forge (pinned), shared with other packages")
+    put("USE_NUMPY", "ON", "numpy is in every host that builds Python bindings; fixed so it cannot drift")
+    # ---- CUDA ---------------------------------------------------------------------------------------------
+    cuda = build.cuda_version
+    put("USE_CUDA", "ON" if cuda else "OFF", f"cuda_compiler_version={cuda or 'None'}")
+    if cuda:
+        put(
+            "TORCH_CUDA_ARCH_LIST",
+            ";".join(cuda_arch_list(cuda, build.target_platform)),
+            "GPU architectures per CUDA version (CMake reads this variable from the environment on every "
+            "configure, shadowing the cache)",
+        )
+        put("TORCH_NVCC_FLAGS", "-Xfatbin -compress-all", "compressed fatbins keep libtorch_cuda smaller")
+        put("USE_SYSTEM_NCCL", "ON", "nccl from conda-forge; also avoids the NCCL submodule checkout")
+        put("USE_STATIC_NCCL", "OFF", "link the shared libnccl of the nccl package")
+        put("NCCL_INCLUDE_DIR", f"{prefix}/include", "FindNCCL: nccl.h of the host prefix")
+        put("NCCL_LIB_DIR", f"{prefix}/lib", "FindNCCL: libnccl of the host prefix")
+        put("USE_SYSTEM_NVTX", "ON", "NVTX headers from cuda-nvtx-dev, not the bundled copy")
+        put("USE_CUDNN", "ON", "cuDNN from libcudnn-dev")
+        put("USE_STATIC_CUDNN", "OFF", "link the shared cuDNN of the host prefix")
+        put("CUDNN_ROOT", prefix, "FindCUDNN's hint: libcudnn-dev is in the host prefix")
+        put(
+            "MAGMA_HOME",
+            prefix,
+            "FindMAGMA's hint; the same in every pass (only the MAGMA pass has libmagma-devel there, and only "
+            "there is USE_MAGMA on)",
+        )
+    return out
+
+
+def build_type(caller: Mapping[str, str]) -> str:
+    """setup.py's rule (tools/setup_helpers/env.py): DEBUG wins over REL_WITH_DEB_INFO, default Release."""
+    if _truthy(caller.get("DEBUG")):
+        return "Debug"
+    if _truthy(caller.get("REL_WITH_DEB_INFO")):
+        return "RelWithDebInfo"
+    return "Release"
+
+
+def cuda_arch_list(cuda: str, target_platform: str) -> list[str]:
+    major_minor = ".".join(cuda.split(".")[:2])
+    if major_minor not in CUDA_ARCH_LISTS:
+        raise MegabuildError(
+            f"no GPU architecture list for CUDA {cuda}: add one to CUDA_ARCH_LISTS in "
+            "recipe/megabuild/environment.py"
+        )
+    archs = list(CUDA_ARCH_LISTS[major_minor])
+    if target_platform == "linux-aarch64":
+        archs += AARCH64_EXTRA_ARCHS
+    return sorted(archs, key=lambda arch: tuple(int(p) for p in arch.removesuffix("+PTX").split(".")))
+
+
+def upstream_environment(
+    build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
+) -> tuple[dict[str, str], list[Setting]]:
+    """The caller's environment with the settings applied, and the settings (for the log)."""
+    chosen = settings(build, caller, verbose)
+    env = dict(caller)
+    for setting in chosen:
+        if setting.value is None:
+            env.pop(setting.name, None)
+        else:
+            env[setting.name] = setting.value
+    return env, chosen
+
+
+def reconfigure_inputs(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of an environment a CMake reconfigure of PyTorch reads; must match between passes."""
+    return {
+        name: value
+        for name, value in sorted(env.items())
+        if name not in RECONFIGURE_EXEMPT
+        and (name.startswith(RECONFIGURE_PREFIXES) or name in RECONFIGURE_NAMES)
+    }
+
+
+def _strip_cmake_args(cmake_args: str) -> list[str]:
+    """conda-build's CMAKE_ARGS without the settings the upstream build must own."""
+    owned = ("CMAKE_INSTALL_PREFIX", "CMAKE_BUILD_TYPE", "USE_MAGMA")
+    words = shlex.split(cmake_args)
+    return [
+        w
+        for w in words
+        if not any(w.startswith(f"-D{name}=") or w.startswith(f"-D{name}:") for name in owned)
+    ]
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.upper() in {"1", "ON", "YES", "TRUE", "Y"}

@@ -1,0 +1,74 @@
+"""build/megabuild-report.json: what every pass compiled, and the table printed after each pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPORT_NAME = "megabuild-report.json"
+
+
+@dataclass
+class PassRecord:
+    pass_name: str  # "1 libtorch-split", "3 libtorch-cuda-linalg (magma)", "4 pytorch (py3.12)", ...
+    package: str
+    seconds: float
+    targets_rebuilt: list[str] = field(default_factory=list)  # linked libraries/executables
+    objects_compiled: list[str] = field(default_factory=list)
+    objects_by_target: dict[str, int] = field(default_factory=dict)
+    expected_targets: list[str] | None = None  # None: any (pass 1)
+    unexpected_objects: list[str] = field(default_factory=list)
+    cache_changes: list[str] = field(default_factory=list)
+    staged_files: int = 0
+
+
+def load(build_dir: Path) -> list[PassRecord]:
+    path = build_dir / REPORT_NAME
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [PassRecord(**record) for record in data.get("passes", [])]
+
+
+def append(build_dir: Path, record: PassRecord, fresh: bool = False) -> list[PassRecord]:
+    """Add ``record`` (``fresh``: start a new report, as pass 1 does) and write the file atomically."""
+    records = [] if fresh else load(build_dir)
+    records.append(record)
+    payload = {"format": 1, "passes": [asdict(r) for r in records]}
+    build_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".megabuild-report.", dir=build_dir)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, build_dir / REPORT_NAME)
+    return records
+
+
+def table(records: list[PassRecord]) -> str:
+    """pass | targets rebuilt | objects compiled | seconds, one line per pass and a total."""
+    header = ("pass", "targets rebuilt", "objects compiled", "seconds")
+    rows = [
+        (r.pass_name, str(len(r.targets_rebuilt)), str(len(r.objects_compiled)), f"{r.seconds:.1f}")
+        for r in records
+    ]
+    rows.append(
+        (
+            "total",
+            str(sum(len(r.targets_rebuilt) for r in records)),
+            str(sum(len(r.objects_compiled) for r in records)),
+            f"{sum(r.seconds for r in records):.1f}",
+        )
+    )
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    lines = [
+        "  ".join(
+            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        ).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.insert(len(lines) - 1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
