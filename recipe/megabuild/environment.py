@@ -160,8 +160,8 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         put(
             "MAGMA_HOME",
             prefix,
-            "FindMAGMA's hint; the same in every pass (only the MAGMA pass has libmagma-devel there, and only "
-            "there is USE_MAGMA on)",
+            "FindMAGMA's hint; the same in every pass (only the MAGMA pass has libmagma-devel there, and "
+            "only there is USE_MAGMA on)",
         )
     return out
 
