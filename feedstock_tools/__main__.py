@@ -19,6 +19,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "graph",
     "cache_diff",
     "rehearsal",
+    "recipe_render",
 )
 
 

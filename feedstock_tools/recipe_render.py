@@ -45,6 +45,7 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import itertools
 import json
@@ -100,14 +101,22 @@ _StringifyNumbersLoader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
+# the C loader when PyYAML has it: the recipe is parsed many times per configuration
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 VariantConfig = dict[str, Any]
 Variant = dict[str, Any]
+
+
+def parse_variant_yaml(text: str) -> Any:
+    """YAML with conda-build's variant-file rules: numbers stay strings; selectors must be applied first."""
+    return yaml.load(text, Loader=_StringifyNumbersLoader)  # a SafeLoader subclass
 
 
 def load_variant_config(path: Path) -> VariantConfig:
     """Read a ``.ci_support/*.yaml`` (or any conda_build_config-style file without selectors)."""
     try:
-        data = yaml.load(path.read_text(), Loader=_StringifyNumbersLoader)
+        data = parse_variant_yaml(path.read_text())
     except OSError as exc:
         raise ToolError(
             f"cannot read variant config {path}: {exc.strerror}; pass an existing .ci_support file"
@@ -166,8 +175,16 @@ def find_used_variables_in_text(
     variant_keys: Iterable[str], recipe_text: str, selectors_only: bool = False
 ) -> set[str]:
     """The keys ``recipe_text`` uses, by conda-build's text rules (see the module docstring)."""
+    return set(_find_used_variables(tuple(variant_keys), recipe_text, selectors_only))
+
+
+@functools.lru_cache(maxsize=4096)
+def _find_used_variables(
+    variant_keys: tuple[str, ...], recipe_text: str, selectors_only: bool
+) -> frozenset[str]:
     used: set[str] = set()
     lines = recipe_text.splitlines()
+    normalized_text = recipe_text.replace("-", "_")
     for key in variant_keys:
         if key in PASS_THROUGH_KEYS:
             continue
@@ -181,6 +198,8 @@ def find_used_variables_in_text(
                 )
             )
             candidate_lines = [line for line in lines if key in line or lang in line]
+        elif key not in normalized_text:  # shortcut: no line can name the key
+            continue
         else:
             candidate_lines = [line for line in lines if key in line.replace("-", "_")]
         if not candidate_lines:
@@ -198,7 +217,7 @@ def find_used_variables_in_text(
         combined = re.compile("|".join(patterns))
         if any(combined.search(line) for line in candidate_lines):
             used.add(key)
-    return used
+    return frozenset(used)
 
 
 def find_used_variables_in_shell_script(variant_keys: Iterable[str], script: Path) -> set[str]:
@@ -428,18 +447,24 @@ def _string_list(value: Any) -> list[str]:
 def insert_variant_versions(
     requirements: dict[str, list[str]], variant: Mapping[str, Any], section: str
 ) -> None:
-    """Give plain-name requirements that are variant keys the pinned version (conda-build's rule)."""
+    """Give plain-name requirements that are variant keys the pinned version (conda-build's rule).
+
+    conda-build matches ``^key$`` with ``_`` in the key standing for ``-`` or ``_`` in the name; in run, only
+    names also listed (as bare names) in build/host qualify.
+    """
     build_deps = requirements.get("build", []) + requirements.get("host", [])
     specs = requirements.get(section, [])
-    for key, value in variant.items():
-        if key in PASS_THROUGH_KEYS:
+    for index, spec in enumerate(specs):
+        name = spec.rstrip()
+        if not name or " " in name:
             continue
-        pattern = re.compile(r"^(NAME)(?:\s*$)".replace("NAME", key.replace("_", "[-_]")))
-        for index, spec in enumerate(specs):
-            match = pattern.match(spec)
-            if match and (section in ("build", "host") or match.group(1) in build_deps):
-                pinned = value[0] if isinstance(value, list) else value
-                specs[index] = _ensure_valid_spec(f"{match.group(1)} {pinned}")
+        key = name.replace("-", "_")
+        if key not in variant or key in PASS_THROUGH_KEYS:
+            continue
+        if section in ("build", "host") or name in build_deps:
+            value = variant[key]
+            pinned = value[0] if isinstance(value, list) else value
+            specs[index] = _ensure_valid_spec(f"{name} {pinned}")
     if specs:
         requirements[section] = specs
 
@@ -547,6 +572,13 @@ class _RecipeRenderer:
         self.blocks = _OUTPUT_BLOCK.findall(_outputs_text(self.raw))
         self.subdir = subdir
         self.environ = dict(environ)
+        environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        try:
+            self.template = environment.from_string(self.raw)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ToolError(
+                f"Jinja syntax error in {self.meta_path} line {exc.lineno}: {exc.message}"
+            ) from None
 
     def scope(self, variant: Mapping[str, Any]) -> _VariantScope:
         return _VariantScope(variant, selector_namespace(self.subdir, variant, self.environ))
@@ -613,15 +645,14 @@ class _RecipeRenderer:
 
     def parse(self, scope: _VariantScope, context: Mapping[str, Any]) -> dict[str, Any]:
         """Jinja, then selectors, then YAML: the whole recipe as a dict."""
-        environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         try:
-            text = environment.from_string(self.raw).render(**context)
+            text = self.template.render(**context)
         except jinja2.TemplateError as exc:
             raise ToolError(
                 f"Jinja error in {self.meta_path}: {exc}; fix the template or add the key to the variant"
             ) from None
         try:
-            data = yaml.safe_load(_select(text, scope.namespace)) or {}
+            data = yaml.load(_select(text, scope.namespace), Loader=_YAML_LOADER) or {}
         except yaml.YAMLError as exc:
             raise ToolError(
                 f"{self.meta_path} renders to invalid YAML ({exc}); check indentation around Jinja loops"
@@ -660,6 +691,35 @@ class _RecipeRenderer:
             used |= find_used_variables_in_shell_script(scope.keys, build_sh)
         return _forced(used | _always_used(scope.variant), top.get("build") or {})
 
+    def reduce(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """conda-build's get_reduced_variant_set: keys the recipe never uses keep only their first value.
+
+        Used here means anywhere in the recipe (``force_global``), judged on the first variant.
+        """
+        first = {
+            key: (value[0] if isinstance(value, list) and value else value)
+            for key, value in config.items()
+            if key not in PASS_THROUGH_KEYS
+        }
+        first.setdefault("target_platform", self.subdir)
+        scope = self.scope(first)
+        used = find_used_variables_in_text(scope.keys, self.raw, selectors_only=True)
+        used |= find_used_variables_in_text(scope.keys, _select(self.raw, scope.namespace))
+        build_sh = self.recipe_dir / "build.sh"
+        if build_sh.is_file():
+            used |= find_used_variables_in_shell_script(scope.keys, build_sh)
+        used = _forced(used | _always_used(first), self.top_level(scope).get("build") or {})
+        zip_groups = config.get("zip_keys") or []
+        if zip_groups and isinstance(zip_groups[0], str):
+            zip_groups = [zip_groups]
+        kept = used | {key for group in zip_groups if set(group) & used for key in group}
+        return {
+            key: value
+            if key in kept or key in PASS_THROUGH_KEYS or not isinstance(value, list)
+            else value[:1]
+            for key, value in config.items()
+        }
+
     # -- outputs --
 
     def output(
@@ -686,6 +746,7 @@ class _RecipeRenderer:
                 f"{self.meta_path}: {len(declared)} rendered outputs but {len(self.blocks)} output blocks; "
                 "start every output with '  - name:' and do not generate outputs with Jinja loops"
             )
+        top_number = int((top.get("build") or {}).get("number") or 0)
         identities = {
             str(out["name"]): _OutputIdentity(str(out["name"]), str(out.get("version") or version))
             for out in declared
@@ -694,7 +755,8 @@ class _RecipeRenderer:
         kept: list[tuple[int, int, set[str], dict[str, Any]]] = []
         for index, first in enumerate(declared):
             name = str(first["name"])
-            number = int((first.get("build") or {}).get("number", 0) or 0)
+            # an output without its own number has the top-level one (conda-build's get_output_metadata)
+            number = int((first.get("build") or {}).get("number", first.get("number", top_number)) or 0)
             output = self.output(scope, index, identities[name], number, identities)
             build = output["build"]
             if build.get("skip"):
@@ -772,7 +834,7 @@ def render_recipe(
     top_level: TopLevel | None = None
     about: Mapping[str, Any] = {}
     extra: Mapping[str, Any] = {}
-    for variant in expand_variants(variant_config):
+    for variant in expand_variants(renderer.reduce(variant_config)):
         variant.setdefault("target_platform", target)
         scope = renderer.scope(variant)
         top = renderer.top_level(scope)

@@ -1,0 +1,288 @@
+"""recipe/meta.yaml rendered (by the conda-build emulation) for every configuration of the issue's table.
+
+The configurations are composed from the shared conda-forge pinning by tests/recipe_matrix.py, so these tests
+check the recipe independently of the generated .ci_support files (test_recipe_ci_support.py covers those).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from functools import cache
+
+import pytest
+from recipe_matrix import CONFIGURATIONS, PINNING, RECIPE, Configuration, variant_config
+
+from feedstock_tools.recipe_render import RenderedOutput, RenderedRecipe, parse_variant_yaml, render_recipe
+from feedstock_tools.selectors import select_lines, selector_namespace
+
+VERSION = "2.13.0"
+PYTHONS = {"310", "311", "312", "313", "314"}
+HASH = r"h[0-9a-f]{7}"
+
+
+@cache
+def rendered(configuration: Configuration) -> RenderedRecipe:
+    return render_recipe(RECIPE, variant_config(configuration))
+
+
+def build_number(configuration: Configuration) -> int:
+    return (200 if configuration.is_cuda else 0) + (100 if configuration.blas_impl == "mkl" else 0)
+
+
+def metapackage(configuration: Configuration) -> str:
+    return "pytorch-gpu" if configuration.is_cuda else "pytorch-cpu"
+
+
+def one(recipe: RenderedRecipe, name: str) -> RenderedOutput:
+    (output,) = recipe.by_name(name)
+    return output
+
+
+def global_pins(configuration: Configuration) -> dict[str, object]:
+    namespace = selector_namespace(configuration.subdir, {}, {})
+    return parse_variant_yaml(select_lines((PINNING / "conda_build_config.yaml").read_text(), namespace))
+
+
+configurations = pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.id)
+
+
+@configurations
+def test_outputs_match_the_issue_table(configuration: Configuration) -> None:
+    counts = Counter(output.name for output in rendered(configuration).outputs)
+    expected = {"libtorch": 1, "pytorch": 5, metapackage(configuration): 1}
+    if configuration.is_cuda:
+        expected["libtorch-cuda-linalg"] = 2
+    assert counts == expected
+
+
+@configurations
+def test_build_order_puts_libraries_before_their_consumers(configuration: Configuration) -> None:
+    names = [output.name for output in rendered(configuration).outputs]
+    order = ["libtorch", "pytorch", metapackage(configuration)]
+    if configuration.is_cuda:
+        order.insert(0, "libtorch-cuda-linalg")
+    assert list(dict.fromkeys(names)) == order
+
+
+@configurations
+def test_every_output_carries_version_and_numbers(configuration: Configuration) -> None:
+    base = build_number(configuration)
+    for output in rendered(configuration).outputs:
+        assert output.version == VERSION
+        magma = output.name == "libtorch-cuda-linalg" and output.variant["magma_variant"] == "magma"
+        assert output.build_number == base + (50 if magma else 0), output.dist
+        assert output.build_string.endswith(f"_{output.build_number}")
+
+
+@configurations
+def test_build_strings_name_flavour_blas_python_and_magma(configuration: Configuration) -> None:
+    recipe = rendered(configuration)
+    prefix = f"{configuration.flavour}_{configuration.blas_impl}"
+    n = build_number(configuration)
+    assert re.fullmatch(rf"{prefix}_{HASH}_{n}", one(recipe, "libtorch").build_string)
+    assert re.fullmatch(rf"{prefix}_{HASH}_{n}", one(recipe, metapackage(configuration)).build_string)
+    pythons = set()
+    for output in recipe.by_name("pytorch"):
+        match = re.fullmatch(rf"{prefix}_py(3\d+)_{HASH}_{n}", output.build_string)
+        assert match, output.build_string
+        pythons.add(match.group(1))
+    assert pythons == PYTHONS
+    for output in recipe.by_name("libtorch-cuda-linalg"):
+        magma = output.variant["magma_variant"]
+        extra = 50 if magma == "magma" else 0
+        assert re.fullmatch(rf"{prefix}_{magma}_{HASH}_{n + extra}", output.build_string)
+    assert {o.variant["magma_variant"] for o in recipe.by_name("libtorch-cuda-linalg")} == (
+        {"magma", "nomagma"} if configuration.is_cuda else set()
+    )
+
+
+@configurations
+def test_hashes_tell_same_name_builds_apart(configuration: Configuration) -> None:
+    recipe = rendered(configuration)
+    for name in {output.name for output in recipe.outputs}:
+        strings = [output.build_string for output in recipe.by_name(name)]
+        assert len(set(strings)) == len(strings)
+
+
+@configurations
+def test_libtorch_pins(configuration: Configuration) -> None:
+    libtorch = one(rendered(configuration), "libtorch")
+    assert libtorch.run_exports == ("libtorch >=2.13.0,<2.14.0a0",)
+    assert libtorch.script == "build.sh"
+
+
+@configurations
+def test_pytorch_pins_libtorch_exactly_and_exports_both(configuration: Configuration) -> None:
+    recipe = rendered(configuration)
+    exact = f"libtorch {VERSION} {one(recipe, 'libtorch').build_string}"
+    for pytorch in recipe.by_name("pytorch"):
+        assert exact in pytorch.requirements.host
+        assert exact in pytorch.requirements.run
+        assert set(pytorch.run_exports) == {"pytorch >=2.13.0,<2.14.0a0", "libtorch >=2.13.0,<2.14.0a0"}
+        assert pytorch.script == "build.sh"
+        assert re.fullmatch(r"python 3\.1\d\.\* \*_cp\w+", pytorch.requirements.host[0])
+
+
+@configurations
+def test_metapackage_selects_this_builds_pytorch(configuration: Configuration) -> None:
+    recipe = rendered(configuration)
+    meta = one(recipe, metapackage(configuration))
+    assert meta.script is None
+    (spec,) = [s for s in meta.requirements.run if s.startswith("pytorch ")]
+    name, version, build = spec.split(" ")
+    assert version == VERSION
+    matched = [o for o in recipe.by_name("pytorch") if fnmatch.fnmatchcase(o.build_string, build)]
+    assert len(matched) == 5
+    other = "pytorch-cpu" if configuration.is_cuda else "pytorch-gpu"
+    n = build_number(configuration)
+    other_blas = "generic" if configuration.blas_impl == "mkl" else "mkl"
+    other_flavour = "cpu" if configuration.is_cuda else "cuda129"
+    # pytorch builds of another flavour, BLAS or build number do not satisfy it
+    assert not fnmatch.fnmatchcase(f"{other_flavour}_{configuration.blas_impl}_py312_h0123456_{n}", build)
+    assert not fnmatch.fnmatchcase(f"{configuration.flavour}_{other_blas}_py312_h0123456_{n}", build)
+    assert not fnmatch.fnmatchcase(
+        f"{configuration.flavour}_{configuration.blas_impl}_py312_h0123456_1", build
+    )
+    assert name == "pytorch"
+    assert f"{other} <0a0" in meta.requirements.run_constrained
+
+
+@configurations
+def test_cpu_and_gpu_pytorch_exclude_each_other(configuration: Configuration) -> None:
+    other = "pytorch-cpu" if configuration.is_cuda else "pytorch-gpu"
+    for pytorch in rendered(configuration).by_name("pytorch"):
+        assert f"{other} <0a0" in pytorch.requirements.run_constrained
+
+
+@configurations
+def test_cuda_pytorch_requires_a_driver_and_generic_blas_requires_nomkl(configuration: Configuration) -> None:
+    recipe = rendered(configuration)
+    for pytorch in recipe.by_name("pytorch"):
+        assert ("__cuda" in pytorch.requirements.run) == configuration.is_cuda
+        assert pytorch.hash_contents.get("__cuda") == ("__cuda" if configuration.is_cuda else None)
+    generic = configuration.blas_impl == "generic"
+    for output in [one(recipe, "libtorch"), *recipe.by_name("pytorch")]:
+        assert ("nomkl" in output.requirements.run) == generic
+        assert ("libopenblas * openmp_*" in output.requirements.run_constrained) == generic
+
+
+@configurations
+def test_blas_host_requirements(configuration: Configuration) -> None:
+    host = one(rendered(configuration), "libtorch").requirements.host
+    pins = global_pins(configuration)
+    if configuration.blas_impl == "mkl":
+        assert f"mkl-devel {pins['mkl_devel'][0]}.*" in host
+        assert {"libblas * *_mkl", "libcblas * *_mkl", "liblapack * *_mkl"} <= set(host)
+    else:
+        for name in ("libblas", "libcblas", "liblapack"):
+            assert f"{name} {pins[name][0]}" in host  # "3.9.* *netlib": the netlib interface
+        assert not any(spec.startswith("mkl") for spec in host)
+
+
+@configurations
+def test_host_versions_come_from_the_pinning(configuration: Configuration) -> None:
+    pins = global_pins(configuration)
+    host = one(rendered(configuration), "libtorch").requirements.host
+    expected = ["libabseil", "libprotobuf", "fmt"]
+    if configuration.is_cuda:
+        expected += ["libcudnn-dev", "nccl"]
+    for name in expected:
+        (spec,) = [s for s in host if s.split()[0] == name]
+        assert spec == f"{name} {pins[name.replace('-', '_')][0]}.*"
+    if configuration.is_cuda:
+        assert f"cuda-version {configuration.cuda}" in host
+
+
+@configurations
+def test_requirement_lists_agree_across_outputs(configuration: Configuration) -> None:
+    recipe = rendered(configuration)
+    assert recipe.top_level is not None
+    top_host = list(recipe.top_level.requirements.host)
+    fixed_python, cpp_and_python = top_host[0], top_host[1:]
+    assert fixed_python == f"python {global_pins(configuration)['python_min'][0]}.*"
+    libtorch_host = list(one(recipe, "libtorch").requirements.host)
+    assert libtorch_host == cpp_and_python[: len(libtorch_host)]
+    for pytorch in recipe.by_name("pytorch"):
+        assert list(pytorch.requirements.host[1:-1]) == cpp_and_python
+    for linalg in recipe.by_name("libtorch-cuda-linalg"):
+        extra = ["libmagma-devel 2.10.0.*"] if linalg.variant["magma_variant"] == "magma" else []
+        assert list(linalg.requirements.host) == [*top_host, *extra]
+    # the build tools and compilers of every output are those of pass 1
+    for output in recipe.outputs:
+        assert set(output.requirements.build) <= set(recipe.top_level.requirements.build), output.dist
+
+
+@configurations
+def test_every_scripted_output_has_a_driver_python_that_is_no_variant(configuration: Configuration) -> None:
+    for output in rendered(configuration).outputs:
+        if output.script:
+            assert "python >=3.10" in output.requirements.build
+    assert "python" not in one(rendered(configuration), "libtorch").variant
+
+
+@configurations
+def test_job_splitting_keys_of_the_top_level(configuration: Configuration) -> None:
+    top = rendered(configuration).top_level
+    assert top is not None
+    assert "python" not in top.used_variables
+    assert "magma_variant" not in top.used_variables
+    assert {"blas_impl", "cuda_compiler_version", "python_min", "megabuild"} <= top.used_variables
+
+
+@configurations
+def test_pinned_host_keys_are_in_every_hash(configuration: Configuration) -> None:
+    for output in rendered(configuration).outputs:
+        if output.script is None:
+            continue
+        for spec in output.requirements.host:
+            key = spec.split()[0].replace("-", "_")
+            if key in ("libabseil", "libprotobuf", "fmt", "nccl", "libcudnn_dev", "mkl_devel", "numpy"):
+                assert key in output.hash_contents, (output.dist, key)
+
+
+def test_cuda_linalg_magma_and_nomagma() -> None:
+    configuration = Configuration("linux-64", "mkl", "12.9")
+    by_variant = {
+        o.variant["magma_variant"]: o for o in rendered(configuration).by_name("libtorch-cuda-linalg")
+    }
+    assert "libmagma <0a0" in by_variant["nomagma"].requirements.run_constrained
+    assert not any(s.startswith("libmagma") for s in by_variant["nomagma"].requirements.host)
+    assert "libmagma <0a0" not in by_variant["magma"].requirements.run_constrained
+    for linalg in by_variant.values():
+        assert f"libtorch {VERSION} cuda129_mkl_*_300" in linalg.requirements.run_constrained
+        assert "--magma=" + linalg.variant["magma_variant"] in " ".join(linalg.test["commands"])
+    libtorch = one(rendered(configuration), "libtorch")
+    assert f"libtorch-cuda-linalg {VERSION} cuda129_mkl_*" in libtorch.requirements.run
+
+
+def test_cpu_builds_have_no_cuda_packages() -> None:
+    for output in rendered(Configuration("linux-64", "generic", "None")).outputs:
+        specs = " ".join(output.requirements.host + output.requirements.build)
+        assert "cuda" not in specs and "nccl" not in specs and "cudnn" not in specs
+
+
+def test_source_patches_and_about() -> None:
+    recipe = rendered(Configuration("linux-64", "mkl", "12.9"))
+    assert recipe.top_level is not None
+    source = recipe.top_level.source
+    assert source["url"] == (
+        "https://github.com/pytorch/pytorch/releases/download/v2.13.0/pytorch-v2.13.0.tar.gz"
+    )
+    assert source["sha256"] == "66614a19060f69cfd63cd0295f65a1241bd15df2fa65c60ae51066c11c2ce812"
+    for patch in source["patches"]:
+        assert (RECIPE / patch).is_file(), patch
+    cpu_patches = rendered(Configuration("osx-arm64", "generic", "None")).top_level.source["patches"]
+    assert not any("MAGMA" in p for p in cpu_patches)
+    assert recipe.about["license"] == "BSD-3-Clause"
+    assert recipe.about["license_file"] and recipe.about["summary"] and recipe.about["description"]
+    assert recipe.extra["feedstock-name"] == "pytorch"
+    assert recipe.extra["recipe-maintainers"]
+
+
+def test_windows_is_skipped() -> None:
+    config = variant_config(Configuration("linux-64", "generic", "None"))
+    config["target_platform"] = ["win-64"]
+    recipe = render_recipe(RECIPE, config)
+    assert recipe.outputs == () and recipe.top_level is None
