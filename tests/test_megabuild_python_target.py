@@ -87,17 +87,17 @@ def _make_venv(root: Path, version: str) -> Path | None:
         return None
     env_dir = root / version
     python = env_dir / "bin" / "python"
-    if not (env_dir / "numpy-ok").exists():
+    if not (env_dir / "ready-v2").exists():
         shutil.rmtree(env_dir, ignore_errors=True)
         subprocess.run([str(base), "-m", "venv", str(env_dir)], check=True, capture_output=True)
         install = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "numpy", "setuptools"],
+            [str(python), "-m", "pip", "install", "--quiet", "--upgrade", "numpy", "setuptools>=77"],
             check=False,
             capture_output=True,
         )
         if install.returncode != 0:
             return None
-        (env_dir / "numpy-ok").touch()
+        (env_dir / "ready-v2").touch()
     return python
 
 

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,7 +122,7 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
         )
     with step("saving pass 1's results for the outputs"):
         _save_pass1_state(ctx, cache, probe(python))
-    return _record(ctx, name="1 libtorch-split", package=TOP_LEVEL, started=started, work=work, expected=None)
+    return _record(name="1 libtorch-split", package=TOP_LEVEL, started=started, work=work, expected=None)
 
 
 def _pass1_cache_problems(cache: CMakeCache, build: CondaBuild) -> list[str]:
@@ -197,7 +197,7 @@ def pass_stage_libtorch(ctx: PassContext) -> report.PassRecord:
         )
     staged = _stage(ctx, LIBTORCH, UpstreamTrees(install=ctx.install_tree))
     return _record(
-        ctx, name="2 libtorch", package=LIBTORCH, started=started, work=PassWork([], [], []), expected=[],
+        name="2 libtorch", package=LIBTORCH, started=started, work=PassWork([], [], []), expected=[],
         staged=staged,
     )  # fmt: skip
 
@@ -214,7 +214,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     if variant == "nomagma":
         staged = _stage(ctx, LIBTORCH_CUDA_LINALG, UpstreamTrees(install=build.state_dir / SAVED_LINALG))
         return _record(
-            ctx, name="3 libtorch-cuda-linalg (nomagma)", package=LIBTORCH_CUDA_LINALG, started=started,
+            name="3 libtorch-cuda-linalg (nomagma)", package=LIBTORCH_CUDA_LINALG, started=started,
             work=PassWork([], [], []), expected=[], staged=staged,
         )  # fmt: skip
     if variant != "magma":
@@ -228,11 +228,22 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     changes += [c for c in [cache.set("USE_MAGMA", "ON")] if c is not None]
     _write_cache(cache, changes)
     _check_reconfigure_inputs(ctx, state)
+    # Only the linalg target: the retarget above may have moved the cache to another Python than the last
+    # pytorch pass built torch_python for; rebuilding torch_python here would be work no package uses.
     work = _run_build(
         ctx,
-        "MAGMA rebuild",
-        ["cmake", "--build", str(build.build_dir), "--target", "install", "-j", ctx.env["MAX_JOBS"]],
+        "MAGMA rebuild of torch_cuda_linalg",
+        [
+            "cmake",
+            "--build",
+            str(build.build_dir),
+            "--target",
+            "torch_cuda_linalg",
+            "-j",
+            ctx.env["MAX_JOBS"],
+        ],
     )
+    _run_command(ctx, "installing into <src>/torch", ["cmake", "--install", str(build.build_dir)])
     after = CMakeCache.load(ctx.cache_path)
     if _bool(after.get("USE_MAGMA")) != "ON":
         raise PassFailed(
@@ -240,10 +251,12 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
             f"{ctx.env.get('MAGMA_HOME')}): add libmagma-devel to the host of libtorch-cuda-linalg (magma)"
         )
     _check_guarded(after, state)
+    name = "3 libtorch-cuda-linalg (magma)"
+    unexpected = _check_work(ctx, name, work, ["torch_cuda_linalg"])
     staged = _stage(ctx, LIBTORCH_CUDA_LINALG, UpstreamTrees(install=ctx.install_tree))
     return _record(
-        ctx, name="3 libtorch-cuda-linalg (magma)", package=LIBTORCH_CUDA_LINALG, started=started, work=work,
-        expected=["torch_cuda_linalg"], changes=changes, staged=staged,
+        name=name, package=LIBTORCH_CUDA_LINALG, started=started, work=work, expected=["torch_cuda_linalg"],
+        unexpected=unexpected, changes=changes, staged=staged,
     )  # fmt: skip
 
 
@@ -256,6 +269,7 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     started = time.monotonic()
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
+    _check_magma_present(cache)
     changes = retarget(cache, target)
     _write_cache(cache, changes)
     _check_reconfigure_inputs(ctx, state)
@@ -276,10 +290,12 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     if not setuptools_tree.is_dir():
         raise PassFailed(f"setup.py build left no {setuptools_tree}: check setuptools in the host of pytorch")
     trees = UpstreamTrees(install=ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
+    name = f"4 pytorch (py{target.short})"
+    unexpected = _check_work(ctx, name, work, ["torch_python"])
     staged = _stage(ctx, PYTORCH, trees)
     return _record(
-        ctx, name=f"4 pytorch (py{target.short})", package=PYTORCH, started=started, work=work,
-        expected=["torch_python"], changes=changes, staged=staged,
+        name=name, package=PYTORCH, started=started, work=work, expected=["torch_python"],
+        unexpected=unexpected, changes=changes, staged=staged,
     )  # fmt: skip
 
 
@@ -293,6 +309,26 @@ def _require_python(build: CondaBuild, who: str) -> Path:
             f"no Python at PYTHON={build.python or '(unset)'}: {who} needs python in its host requirements"
         )
     return build.python
+
+
+def _check_magma_present(cache: CMakeCache) -> None:
+    """After the MAGMA pass the shared cache links torch_cuda_linalg to libmagma; every later build needs it.
+
+    Switching USE_MAGMA back off would recompile the linalg sources in every later pass instead."""
+    if _bool(cache.get("USE_MAGMA")) != "ON":
+        return
+    missing = [
+        path
+        for key in ("MAGMA_LIBRARIES", "MAGMA_INCLUDE_DIR")
+        for path in (cache.get(key) or "").split(";")
+        if path and not Path(path).exists()
+    ]
+    if missing:
+        raise MegabuildError(
+            f"the build cache uses MAGMA (the magma pass of libtorch-cuda-linalg ran first) but {missing[0]} "
+            "is missing: add libmagma-devel to this output's host requirements (build-time only, "
+            "ignore_run_exports_from it)"
+        )
 
 
 def _write_cache(cache: CMakeCache, changes: list[CacheChange]) -> None:
@@ -351,28 +387,33 @@ def _stage(ctx: PassContext, package: str, trees: UpstreamTrees) -> int:
     return len(staged.files) + len(staged.links)
 
 
+def _check_work(ctx: PassContext, name: str, work: PassWork, expected: list[str]) -> list[str]:
+    """Objects compiled outside the pass's expected targets: a warning, or (--strict) a failed pass.
+
+    Runs before staging, so a strict failure stages nothing."""
+    unexpected = [o for o in work.objects if target_of_object(o) not in set(expected)]
+    if unexpected:
+        message = (
+            f"{name} compiled {len(unexpected)} object(s) outside {', '.join(expected) or 'nothing'}, "
+            f"first {unexpected[0]}: an upstream cause of needless recompiles (docs/megabuild.md)"
+        )
+        if ctx.options.strict:
+            raise PassFailed(message)
+        warn(message)
+    return unexpected
+
+
 def _record(
-    ctx: PassContext,
     *,
     name: str,
     package: str,
     started: float,
     work: PassWork,
     expected: list[str] | None,
+    unexpected: Sequence[str] = (),
     changes: list[CacheChange] | None = None,
     staged: int = 0,
 ) -> report.PassRecord:
-    unexpected = (
-        [] if expected is None else [o for o in work.objects if target_of_object(o) not in set(expected)]
-    )
-    if unexpected:
-        message = (
-            f"{name} compiled {len(unexpected)} object(s) outside {', '.join(expected or ['nothing'])}, "
-            f"first {unexpected[0]}: an upstream cause of needless recompiles (docs/megabuild.md)"
-        )
-        if ctx.options.strict:
-            raise PassFailed(message)
-        warn(message)
     return report.PassRecord(
         pass_name=name,
         package=package,
@@ -381,7 +422,7 @@ def _record(
         objects_compiled=work.objects,
         objects_by_target={target: len(objs) for target, objs in work.objects_by_target().items()},
         expected_targets=expected,
-        unexpected_objects=unexpected,
+        unexpected_objects=list(unexpected),
         cache_changes=[change.describe() for change in changes or []],
         staged_files=staged,
     )
