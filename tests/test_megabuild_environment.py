@@ -1,0 +1,152 @@
+"""The upstream build environment and the reading of conda-build's environment."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+from megabuild.conda_env import CondaBuild
+from megabuild.environment import (
+    build_type,
+    cuda_arch_list,
+    reconfigure_inputs,
+    settings,
+    upstream_environment,
+)
+from megabuild.errors import MegabuildError
+
+# What conda-build (with conda-forge's compiler activation) exports, trimmed to what matters here.
+CONDA_FORGE_LDFLAGS = (
+    "-Wl,-O2 -Wl,--sort-common -Wl,--as-needed -Wl,-z,relro -Wl,-z,now -Wl,--disable-new-dtags "
+    "-Wl,--gc-sections -Wl,--allow-shlib-undefined -Wl,-rpath,/p/lib -Wl,-rpath-link,/p/lib -L/p/lib"
+)
+CONDA_FORGE_CXXFLAGS = "-fvisibility-inlines-hidden -std=c++17 -fmessage-length=0 -march=nocona -O2 -pipe"
+
+
+def conda_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str, str]:
+    env = {
+        "PKG_NAME": pkg_name,
+        "PKG_VERSION": "2.13.0",
+        "PKG_BUILDNUM": "0",
+        "PREFIX": "/p",
+        "BUILD_PREFIX": "/b",
+        "SRC_DIR": "/w",
+        "RECIPE_DIR": "/r",
+        "PYTHON": "/p/bin/python",
+        "PY_VER": "3.10",
+        "SP_DIR": "/p/lib/python3.10/site-packages",
+        "CPU_COUNT": "8",
+        "SHLIB_EXT": ".so",
+        "target_platform": "linux-64",
+        "build_platform": "linux-64",
+        "cuda_compiler_version": "12.9",
+        "blas_impl": "mkl",
+        "magma_variant": "nomagma",
+        "LDFLAGS": CONDA_FORGE_LDFLAGS,
+        "CXXFLAGS": CONDA_FORGE_CXXFLAGS,
+        "CFLAGS": "-march=nocona -O2 -pipe",
+        "CMAKE_ARGS": "-DCMAKE_AR=/b/bin/ar -DCMAKE_INSTALL_PREFIX=/p -DCMAKE_INSTALL_LIBDIR=lib "
+        "-DCMAKE_BUILD_TYPE=Release -DCMAKE_PROGRAM_PATH=/b/bin;/p/bin",
+        "CMAKE_GENERATOR": "Unix Makefiles",
+    }
+    env.update(extra)
+    return env
+
+
+def environment_for(env: dict[str, str], verbose: bool = False) -> dict[str, str]:
+    return upstream_environment(CondaBuild.from_environ(env), env, verbose)[0]
+
+
+def test_every_setting_has_a_reason() -> None:
+    env = conda_environ()
+    chosen = settings(CondaBuild.from_environ(env), env)
+    assert all(setting.why.strip() for setting in chosen)
+    names = [setting.name for setting in chosen]
+    assert len(names) == len(set(names))
+
+
+def test_flag_clean_ups() -> None:
+    env = environment_for(conda_environ())
+    assert "-Wl,-z,lazy" in env["LDFLAGS"].split() and "-Wl,-z,now" not in env["LDFLAGS"]
+    assert "-Wl,--as-needed" not in env["LDFLAGS"]
+    assert "-Wl,-rpath,/p/lib" in env["LDFLAGS"].split()
+    assert "-std=c++17" not in env["CXXFLAGS"] and "-march=nocona" in env["CXXFLAGS"]
+    args = shlex.split(env["CMAKE_ARGS"])
+    assert "-DCMAKE_INSTALL_PREFIX=/p" not in args  # would install into the host prefix
+    assert "-DCMAKE_AR=/b/bin/ar" in args and "-DCMAKE_PROGRAM_PATH=/b/bin;/p/bin" in args
+    assert [a for a in args if a.startswith("-DCMAKE_BUILD_TYPE")] == ["-DCMAKE_BUILD_TYPE=Release"]
+    assert "-DUSE_MAGMA=OFF" in args
+    assert env["CMAKE_GENERATOR"] == "Ninja"
+    assert env["BUILD_TEST"] == "0" and env["PYTORCH_BUILD_VERSION"] == "2.13.0"
+
+
+def test_debug_switches_and_jobs_and_verbose() -> None:
+    assert build_type({}) == "Release"
+    assert build_type({"REL_WITH_DEB_INFO": "1"}) == "RelWithDebInfo"
+    assert build_type({"DEBUG": "1", "REL_WITH_DEB_INFO": "1"}) == "Debug"
+    env = environment_for(conda_environ(DEBUG="1", MAX_JOBS="3", VERBOSE="0"))
+    assert env["CMAKE_BUILD_TYPE"] == "Debug" and "-DCMAKE_BUILD_TYPE=Debug" in shlex.split(env["CMAKE_ARGS"])
+    assert env["MAX_JOBS"] == "3"
+    assert "VERBOSE" not in env  # cmake --build would turn verbose on even for VERBOSE=0
+    assert environment_for(conda_environ())["MAX_JOBS"] == "8"  # from CPU_COUNT
+    assert environment_for(conda_environ(), verbose=True)["VERBOSE"] == "1"
+
+
+def test_blas_selection() -> None:
+    mkl = environment_for(conda_environ(blas_impl="mkl"))
+    generic = environment_for(conda_environ(blas_impl="generic"))
+    assert (mkl["BLAS"], mkl["INTEL_MKL_DIR"]) == ("MKL", "/p")
+    assert generic["BLAS"] == "Generic" and "INTEL_MKL_DIR" not in generic
+
+
+def test_cuda_settings_and_cpu() -> None:
+    cuda = environment_for(conda_environ())
+    assert cuda["USE_CUDA"] == "ON" and cuda["MAGMA_HOME"] == "/p"
+    assert cuda["USE_SYSTEM_NCCL"] == "ON" and cuda["USE_SYSTEM_NVTX"] == "ON" and cuda["USE_CUDNN"] == "ON"
+    cpu = environment_for(conda_environ(cuda_compiler_version="None"))
+    assert cpu["USE_CUDA"] == "OFF"
+    assert not {"TORCH_CUDA_ARCH_LIST", "MAGMA_HOME", "USE_SYSTEM_NCCL"} & set(cpu)
+    for name in ("USE_SYSTEM_SLEEF", "USE_SYSTEM_PYBIND11", "USE_SYSTEM_EIGEN_INSTALL", "USE_SYSTEM_FMT"):
+        assert cpu[name] == "ON"
+    assert cpu["BUILD_CUSTOM_PROTOBUF"] == "OFF"
+
+
+def test_cuda_arch_lists() -> None:
+    assert ";".join(cuda_arch_list("12.9", "linux-64")) == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert ";".join(cuda_arch_list("13.0", "linux-64")) == "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
+    assert ";".join(cuda_arch_list("13.0", "linux-aarch64")) == "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"
+    assert cuda_arch_list("12.9.1", "linux-aarch64")[5:7] == ["8.6", "8.7"]
+    with pytest.raises(MegabuildError, match=r"no GPU architecture list for CUDA 11\.8"):
+        cuda_arch_list("11.8", "linux-64")
+
+
+def test_identical_for_every_output() -> None:
+    """What a reconfigure reads must not depend on what differs between conda-build's outputs."""
+    top = conda_environ()
+    outputs = [
+        conda_environ("libtorch", PYTHON="", PY_VER="", SP_DIR="", PKG_BUILDNUM="0"),
+        conda_environ("libtorch-cuda-linalg", magma_variant="magma", PKG_BUILDNUM="50"),
+        conda_environ(
+            "pytorch", PYTHON="/p/bin/python", PY_VER="3.13", SP_DIR="/p/lib/python3.13/site-packages"
+        ),
+    ]
+    expected = reconfigure_inputs(environment_for(top))
+    assert "TORCH_CUDA_ARCH_LIST" in expected and "LDFLAGS" in expected and "CMAKE_ARGS" in expected
+    for env in outputs:
+        assert reconfigure_inputs(environment_for(env)) == expected
+
+
+def test_conda_environment_is_read(tmp_path: Path) -> None:
+    build = CondaBuild.from_environ(conda_environ(TOP_PKG_VERSION="2.13.0"))
+    assert build.cuda_version == "12.9" and build.cpu_count == 8
+    assert build.build_dir == Path("/w/build") and build.state_dir == Path("/w/build/megabuild")
+    assert build.variant["magma_variant"] == "nomagma"
+    assert CondaBuild.from_environ(conda_environ(cuda_compiler_version="None")).cuda_version is None
+    assert CondaBuild.from_environ(conda_environ(PYTHON="")).python is None
+    missing = conda_environ()
+    del missing["SRC_DIR"]
+    with pytest.raises(MegabuildError, match="environment variable SRC_DIR is not set"):
+        CondaBuild.from_environ(missing)
+    with pytest.raises(MegabuildError, match="CPU_COUNT='many' is not a positive number"):
+        CondaBuild.from_environ(conda_environ(CPU_COUNT="many"))
