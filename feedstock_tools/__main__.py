@@ -20,6 +20,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "cache_diff",
     "rehearsal",
     "recipe_render",
+    "wheel_layout",
 )
 
 
