@@ -21,11 +21,15 @@ uses: what conda-smithy splits CI jobs on), and ``python -m feedstock_tools rend
 
 How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, jinja_context.py):
 
-* Used variables: the same text scan as ``find_used_variables_in_text`` (plain requirement names,
-  ``{{ key }}`` expressions, ``{% if %}`` conditions, selectors; ``<lang>_compiler`` keys through
-  ``compiler('lang')``, and ``<lang>_stdlib`` keys through ``stdlib('lang')``), on each output's own block of
-  the raw recipe, plus ``$key`` in an output's ``.sh`` script, ``target_platform``, ``channel_targets`` and
-  ``build/force_use_keys``. The top level scans the recipe without its ``outputs`` section plus ``build.sh``.
+* Used variables: the text scan of ``find_used_variables_in_text`` as of conda-build 24.11 and later
+  (conda/conda-build#5447: single-line ``{% set %}``/``{% for %}``; #5535: a key must stand alone, so
+  ``{{ python_min }}`` uses python_min and not python, and ``pin_compatible('python')`` uses python; #5811,
+  #6036): plain requirement names, ``{{ key }}`` expressions, ``{% set/for/if %}`` statements, selectors;
+  ``<lang>_compiler`` keys through ``compiler('lang')`` and ``<lang>_stdlib`` keys through ``stdlib('lang')``.
+  Each output is scanned on its own block of the raw recipe, plus ``$key`` in its ``.sh`` script,
+  ``target_platform``, ``channel_targets`` and ``build/force_use_keys``; the top level on the recipe without
+  its ``outputs`` section plus ``build.sh``. The regular expressions are this module's own reading of those
+  changes (the exact upstream text was not at hand).
 * Hash: ``h`` + the first 7 hex digits of sha1 over ``json.dumps`` (sorted keys) of the used keys' values,
   leaving out python/r_base/perl/lua (unless the value has a space, as ``3.12.* *_cpython`` does), numpy when
   pinned via ``x.x``, ``ignore_version`` keys, and adding ``__virtual`` run requirements; the same rule as
@@ -205,15 +209,21 @@ def _find_used_variables(
         if not candidate_lines:
             continue
         key_regex = re.escape(key)
+        # a key stands alone: no name character before or after it (conda-build >= 24.11)
+        alone = r"(?<![\w])" + key_regex + r"(?![\w])"
         requirement_name = "[-_]".join(map(re.escape, key.split("_")))
-        expression = r"\{\s*(?:pin_[a-z]+\(\s*?['\"])?KEY[^'\"]*?\}\}".replace("KEY", key_regex)
-        selector = r"^[^#\[]*?\#?\s\[[^\]]*?(?<![_\w\d])KEY[=\s<>!\]]".replace("KEY", key_regex)
-        condition = r"(?:^|[^\{])\{%\s*(?:el)?if\s*.*" + key_regex + r"\s*(?:[^%]*?)?%\}"
-        plain_requirement = r"^\s+\-\s+NAME\s*(?:\s[\[#]|$)".replace("NAME", requirement_name)
         if selectors_only:
-            patterns.insert(0, selector)
+            patterns.insert(0, r"^[^#\[]*?\#?\s\[[^\]]*?(?<![_\w\d])KEY[=\s<>!\]]".replace("KEY", key_regex))
         else:
-            patterns.extend([expression, plain_requirement, condition])
+            patterns += [
+                # {{ key }}, {{ key | filter }}, {{ pin_compatible('key') }}
+                r"\{\{-?\s*(?:pin_[a-z]+\(\s*['\"])?KEY(?![\w])[^}]*\}\}".replace("KEY", key_regex),
+                # single-line {% set ... %}, {% for ... %}, {% if / elif ... %}
+                r"\{%-?\s*(?:set|for)\s[^%]*?ALONE[^%]*%\}".replace("ALONE", alone),
+                r"(?:^|[^{])\{%-?\s*(?:el)?if\s[^%]*?ALONE[^%]*%\}".replace("ALONE", alone),
+                # a plain requirement name, no version
+                r"^\s+\-\s+NAME\s*(?:\s[\[#]|$)".replace("NAME", requirement_name),
+            ]
         combined = re.compile("|".join(patterns))
         if any(combined.search(line) for line in candidate_lines):
             used.add(key)

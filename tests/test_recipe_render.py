@@ -17,7 +17,16 @@ from feedstock_tools.recipe_render import (
     render_recipe,
 )
 
-KEYS = ("libprotobuf", "blas_impl", "python", "c_compiler", "c_compiler_version", "c_stdlib_version", "nccl")
+KEYS = (
+    "libprotobuf",
+    "blas_impl",
+    "python",
+    "python_min",
+    "c_compiler",
+    "c_compiler_version",
+    "c_stdlib_version",
+    "nccl",
+)
 
 
 @pytest.mark.parametrize(
@@ -29,10 +38,14 @@ KEYS = ("libprotobuf", "blas_impl", "python", "c_compiler", "c_compiler_version"
         ("    - python >=3.10", set()),
         ("  string: cpu_{{ blas_impl }}_h{{ PKG_HASH }}", {"blas_impl"}),
         ("{% if blas_impl == 'mkl' %}", {"blas_impl"}),
-        ("{% set x = blas_impl %}", set()),  # assignments are not scanned
+        ("{% set x = blas_impl %}", {"blas_impl"}),  # single-line set and for statements count
+        ("{% for dep in python_deps %}", set()),  # ... but only a standalone name
+        ("{% set deps = ['python >=3.10'] %}", {"python"}),
         ("    - {{ compiler('c') }}", {"c_compiler", "c_compiler_version"}),
         ("    - {{ stdlib('c') }}", {"c_stdlib_version"}),
-        ("    - {{ python_min }}", {"python"}),  # conda-build's prefix match that recipes must avoid
+        ("    - python {{ python_min }}.*", {"python_min"}),  # a key stands alone (conda-build >= 24.11)
+        ("    - {{python_min}}", {"python_min"}),
+        ("    - {{ pin_compatible('nccl') }}", {"nccl"}),
     ],
 )
 def test_used_variables_follow_conda_builds_text_rules(line, used):
