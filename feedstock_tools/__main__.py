@@ -21,6 +21,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "rehearsal",
     "recipe_render",
     "wheel_layout",
+    "ci_support",
 )
 
 
