@@ -21,7 +21,11 @@ CONDA_FORGE_LDFLAGS = (
     "-Wl,-O2 -Wl,--sort-common -Wl,--as-needed -Wl,-z,relro -Wl,-z,now -Wl,--disable-new-dtags "
     "-Wl,--gc-sections -Wl,--allow-shlib-undefined -Wl,-rpath,/p/lib -Wl,-rpath-link,/p/lib -L/p/lib"
 )
-CONDA_FORGE_CXXFLAGS = "-fvisibility-inlines-hidden -std=c++17 -fmessage-length=0 -march=nocona -O2 -pipe"
+CONDA_FORGE_CXXFLAGS = (
+    "-fvisibility-inlines-hidden -std=c++17 -fmessage-length=0 -march=nocona -O2 -pipe "
+    "-fdebug-prefix-map=/w=/usr/local/src/conda/{pkg}-2.13.0 "
+    "-fdebug-prefix-map=/p=/usr/local/src/conda-prefix"
+)
 
 
 def conda_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str, str]:
@@ -44,8 +48,8 @@ def conda_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str, s
         "blas_impl": "mkl",
         "magma_variant": "nomagma",
         "LDFLAGS": CONDA_FORGE_LDFLAGS,
-        "CXXFLAGS": CONDA_FORGE_CXXFLAGS,
-        "CFLAGS": "-march=nocona -O2 -pipe",
+        "CXXFLAGS": CONDA_FORGE_CXXFLAGS.format(pkg=pkg_name),
+        "CFLAGS": f"-march=nocona -O2 -pipe -fdebug-prefix-map=/w=/usr/local/src/conda/{pkg_name}-2.13.0",
         "CMAKE_ARGS": "-DCMAKE_AR=/b/bin/ar -DCMAKE_INSTALL_PREFIX=/p -DCMAKE_INSTALL_LIBDIR=lib "
         "-DCMAKE_BUILD_TYPE=Release -DCMAKE_PROGRAM_PATH=/b/bin;/p/bin",
         "CMAKE_GENERATOR": "Unix Makefiles",
@@ -132,6 +136,7 @@ def test_identical_for_every_output() -> None:
         ),
     ]
     expected = reconfigure_inputs(environment_for(top))
+    assert "-fdebug-prefix-map=/w=/usr/local/src/conda/libtorch-split-2.13.0" in expected["CXXFLAGS"].split()
     assert "TORCH_CUDA_ARCH_LIST" in expected and "LDFLAGS" in expected and "CMAKE_ARGS" in expected
     for env in outputs:
         assert reconfigure_inputs(environment_for(env)) == expected

@@ -37,6 +37,10 @@ RECONFIGURE_NAMES = (
     "BLAS", "MAGMA_HOME", "LDFLAGS", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "CC", "CXX", "CUDAHOSTCXX",
     "PYTORCH_BUILD_VERSION", "INTEL_MKL_DIR", "ATEN_AVX512_256", "NVSHMEM_HOME",
 )  # fmt: skip
+TOP_LEVEL_PACKAGE = "libtorch-split"
+_FLAG_VARIABLES = frozenset(
+    {"CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "DEBUG_CFLAGS", "DEBUG_CXXFLAGS", "FFLAGS", "CUDAFLAGS"}
+)
 # Differ between conda-build's outputs but are never read by CMake as inputs.
 RECONFIGURE_EXEMPT = frozenset({"BUILD_PREFIX"})
 
@@ -62,6 +66,7 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         out.append(Setting(name, value, why))
 
     # ---- compiler and linker flags conda-forge's activation sets ---------------------------------------
+    caller = _same_debug_prefix_map(caller, build)
     ldflags = caller.get("LDFLAGS", "")
     put(
         "LDFLAGS",
@@ -70,12 +75,16 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         "no --as-needed, which would drop the NEEDED entries that are all libtorch.so and "
         "libtorch_global_deps.so consist of",
     )
+    for flags in ("CPPFLAGS", "DEBUG_CFLAGS", "DEBUG_CXXFLAGS"):
+        if flags in caller:
+            put(flags, caller[flags], "debug-info source path of the top-level package (see CFLAGS)")
     for flags in ("CXXFLAGS", "CFLAGS"):
         put(
             flags,
             _strip_words(caller.get(flags, ""), (r"-std=\S+",)),
             "the language standard is PyTorch's choice (C++20 in 2.13); the activation's -std=c++17 would "
-            "override it wherever flags come last (nvcc's host compilation)",
+            "override it wherever flags come last (nvcc's host compilation); debug-info source path of the "
+            "top-level package in every pass (the activation's -fdebug-prefix-map names PKG_NAME)",
         )
     put(
         "CMAKE_ARGS",
@@ -164,6 +173,17 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
             "only there is USE_MAGMA on)",
         )
     return out
+
+
+def _same_debug_prefix_map(caller: Mapping[str, str], build: CondaBuild) -> dict[str, str]:
+    """conda-forge's activation maps SRC_DIR to /usr/local/src/conda/<PKG_NAME>-<PKG_VERSION> in the flags;
+    PKG_NAME differs between outputs, the flags must not: use the top-level package's name everywhere."""
+    top = caller.get("TOP_PKG_NAME") or TOP_LEVEL_PACKAGE
+    own = f"/usr/local/src/conda/{build.pkg_name}-"
+    same = f"/usr/local/src/conda/{top}-"
+    return {
+        name: value.replace(own, same) if name in _FLAG_VARIABLES else value for name, value in caller.items()
+    }
 
 
 def build_type(caller: Mapping[str, str]) -> str:
