@@ -715,6 +715,7 @@ def workflow_matrix(configs: Sequence[CiConfig], settings: ForgeSettings) -> lis
     return entries
 
 
+TIMEOUT_LINE = re.compile(r"^(    timeout-minutes: )\d+$", flags=re.MULTILINE)
 MATRIX_BEGIN = "        # BEGIN generated matrix: python -m feedstock_tools render-ci"
 MATRIX_END = "        # END generated matrix"
 
@@ -747,9 +748,9 @@ def expected_files(root: Path, pinning_dir: Path) -> dict[Path, str]:
     files = {Path(CI_SUPPORT) / f"{config.name}.yaml": config.text for config in configs}
     workflow = root / WORKFLOW
     if workflow.is_file():
-        files[WORKFLOW] = splice_matrix(
-            workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs, settings)
-        )
+        text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs, settings))
+        # The job timeout comes from conda-forge.yml (github_actions.timeout_minutes), as with conda-smithy.
+        files[WORKFLOW] = TIMEOUT_LINE.sub(rf"\g<1>{settings.timeout_minutes}", text, count=1)
     return files
 
 

@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Build configurations of this feedstock on your machine, the way CI builds them.
+
+Each configuration is a file in .ci_support/ (see --list). A Linux configuration -- and a macOS one
+on a Linux machine, given OSX_SDK_DIR -- is built in conda-forge's Docker image by
+.scripts/run_docker_build.sh; on a Mac, macOS configurations run .scripts/run_osx_build.sh.
+
+Choosing configurations:
+  CONFIG            exact name, a unique part of a name, or a glob ('linux_64_*cuda*13.0*');
+                    a glob may select several, which are then built one after another
+  (none)            pick from a numbered list (on a terminal)
+  --all, --match P  build every configuration, or every one matching P, in a row: each build's
+                    output goes to build_artifacts/build-locally/<config>.log, a finished build
+                    leaves build_artifacts/conda-forge-build-done-<config> so a rerun skips it
+                    (--force rebuilds), and a summary table and a zip of the logs end the run
+
+Examples:
+  ./build-locally.py --list
+  ./build-locally.py linux_64_blas_implmklc_compiler_version14  # one CUDA 12.9 MKL build
+  ./build-locally.py --match '*cuda_compiler_version1*' --prune  # every CUDA build in a row
+  ./build-locally.py osx_arm64 --dry-run                         # print what would run
+  ./build-locally.py linux_64_blas_implgeneric --debug --output-id 'pytorch-*'
+  ./build-locally.py --rehearse                                  # the offline megabuild rehearsal
+
+Standard library only (except --rehearse, which needs requirements-dev.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from feedstock_tools.ci_files import CiConfigSummary, CiFileError, summarize  # noqa: E402
+
+LOG_DIR = Path("build_artifacts") / "build-locally"
+LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
+DONE_MARKER = "conda-forge-build-done-{config}"  # written by .scripts/build_steps.sh as its last step
+PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+GLOB_CHARACTERS = "*?["
+
+
+class UserError(Exception):
+    """A problem the user can fix: printed as one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    config: str
+    result: str  # "ok", "FAILED (exit N)", "skipped (done)"
+    seconds: float
+    packages: tuple[str, ...]
+
+
+# --- choosing configurations -----------------------------------------------------------------------------
+
+
+def load_configs(root: Path) -> list[CiConfigSummary]:
+    folder = root / ".ci_support"
+    files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+    if not files:
+        raise UserError(
+            f"no configurations in {folder}: "
+            "run 'python -m feedstock_tools render-ci' (or 'conda smithy rerender')"
+        )
+    try:
+        return [summarize(path) for path in files]
+    except CiFileError as exc:
+        raise UserError(f"cannot read {exc}") from exc
+
+
+def select(configs: Sequence[CiConfigSummary], pattern: str) -> list[CiConfigSummary]:
+    """Exact name, then glob (may give several), then unique substring."""
+    by_name = {config.name: config for config in configs}
+    if pattern in by_name:
+        return [by_name[pattern]]
+    if any(char in pattern for char in GLOB_CHARACTERS):
+        matches = [config for config in configs if fnmatch.fnmatchcase(config.name, pattern)]
+    else:
+        matches = [config for config in configs if pattern in config.name]
+    if not matches:
+        raise UserError(f"no configuration matches {pattern!r}; see ./build-locally.py --list")
+    return matches
+
+
+def select_one(configs: Sequence[CiConfigSummary], pattern: str) -> CiConfigSummary:
+    matches = select(configs, pattern)
+    if len(matches) > 1:
+        names = ", ".join(config.name for config in matches)
+        raise UserError(
+            f"{pattern!r} matches {len(matches)} configurations ({names}); give more of the name, "
+            "or use --match to build them all"
+        )
+    return matches[0]
+
+
+def choose_interactively(configs: Sequence[CiConfigSummary]) -> CiConfigSummary:
+    print(format_table(configs, numbered=True))
+    answer = input(f"\nbuild which configuration? [1-{len(configs)}] ").strip()
+    if not answer.isdigit() or not 1 <= int(answer) <= len(configs):
+        raise UserError(f"{answer!r} is not a number between 1 and {len(configs)}")
+    return configs[int(answer) - 1]
+
+
+def format_table(configs: Sequence[CiConfigSummary], numbered: bool = False) -> str:
+    header = ["configuration", "platform", "BLAS", "CUDA", "Python"]
+    rows = [
+        [config.name, config.target_platform, config.blas, config.cuda, " ".join(config.pythons)]
+        for config in configs
+    ]
+    if numbered:
+        header = ["#", *header]
+        rows = [[str(index), *row] for index, row in enumerate(rows, start=1)]
+    return table(header, rows)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    rule = "  ".join("-" * width for width in widths)
+    head = "  ".join(cell.ljust(width) for cell, width in zip(header, widths, strict=True)).rstrip()
+    return "\n".join([head, rule, *lines])
+
+
+# --- checks ---------------------------------------------------------------------------------------------
+
+
+def check_buildable(config: CiConfigSummary) -> None:
+    if config.is_windows and platform.system() != "Windows":
+        raise UserError(f"{config.name} is a Windows configuration; it can only be built on Windows")
+    if config.is_osx and platform.system() != "Darwin" and not os.environ.get("OSX_SDK_DIR"):
+        raise UserError(
+            f"{config.name} needs OSX_SDK_DIR: 'export OSX_SDK_DIR=SDKs' downloads the macOS SDK there "
+            "(setting it means you accept Apple's SDK license)"
+        )
+
+
+def uses_docker(config: CiConfigSummary) -> bool:
+    return not (config.is_osx and platform.system() == "Darwin")
+
+
+def check_docker() -> None:
+    if shutil.which("docker") is None:
+        raise UserError("docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)")
+    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+    if info.returncode != 0:
+        raise UserError(
+            "the Docker daemon is not running ('docker info' failed): "
+            "start it, e.g. 'sudo systemctl start docker'"
+        )
+
+
+# --- what runs ------------------------------------------------------------------------------------------
+
+
+def build_environment(config: CiConfigSummary, args: argparse.Namespace, root: Path) -> dict[str, str]:
+    """The variables build-locally sets for .scripts/ (on top of the caller's environment)."""
+    env = {"CONFIG": config.name, "UPLOAD_PACKAGES": "False", "IS_PR_BUILD": "True"}
+    if uses_docker(config):
+        if config.docker_image:
+            env["DOCKER_IMAGE"] = config.docker_image
+        elif config.is_osx:
+            # macOS targets cross-compile in the linux-64 build image.
+            env["DOCKER_IMAGE"] = linux_64_image(root)
+    else:
+        env["MINIFORGE_HOME"] = os.environ.get("MINIFORGE_HOME", str(root / "miniforge3"))
+    if args.debug:
+        env["BUILD_WITH_CONDA_DEBUG"] = "1"
+        if args.output_id:
+            env["BUILD_OUTPUT_ID"] = args.output_id
+    if args.cpu_count:
+        env["CPU_COUNT"] = str(args.cpu_count)
+    if args.max_jobs:
+        env["MAX_JOBS"] = str(args.max_jobs)
+    if args.debug_build:
+        env["DEBUG"] = "1"
+    if args.rel_with_deb_info:
+        env["REL_WITH_DEB_INFO"] = "1"
+    if args.verbose:
+        env["VERBOSE"] = "1"
+    return env
+
+
+def linux_64_image(root: Path) -> str:
+    for path in sorted((root / ".ci_support").glob("linux_64_*.yaml")):
+        image = summarize(path).docker_image
+        if image:
+            return image
+    raise UserError("no linux_64 configuration names a docker_image to cross-compile macOS targets in")
+
+
+def build_command(config: CiConfigSummary) -> list[str]:
+    script = "run_docker_build.sh" if uses_docker(config) else "run_osx_build.sh"
+    return [str(Path(".scripts") / script)]
+
+
+def describe(command: Sequence[str], env: dict[str, str]) -> str:
+    assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(env.items()))
+    return f"{assignments} {shlex.join(command)}"
+
+
+def packages_in(artifacts: Path) -> dict[Path, float]:
+    if not artifacts.is_dir():
+        return {}
+    return {
+        path: path.stat().st_mtime
+        for path in artifacts.glob("*/*")
+        if path.name.endswith(PACKAGE_SUFFIXES) and path.parent.name != "pkg_cache"
+    }
+
+
+def run_one(
+    config: CiConfigSummary, args: argparse.Namespace, root: Path, log: Path | None
+) -> tuple[int, tuple[str, ...]]:
+    env = build_environment(config, args, root)
+    command = build_command(config)
+    before = packages_in(root / "build_artifacts")
+    full_env = {**os.environ, **env}
+    if log is None:
+        returncode = subprocess.run(command, cwd=root, env=full_env, check=False).returncode
+    else:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("w", encoding="utf-8") as handle:
+            handle.write(f"$ {describe(command, env)}\n")
+            handle.flush()
+            process = subprocess.Popen(
+                command, cwd=root, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            assert process.stdout is not None
+            for line in process.stdout:
+                handle.write(line)
+                if args.verbose:
+                    sys.stdout.write(line)
+            returncode = process.wait()
+    after = packages_in(root / "build_artifacts")
+    produced = tuple(
+        sorted(path.name for path, mtime in after.items() if path not in before or before[path] != mtime)
+    )
+    return returncode, produced
+
+
+def duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def run_sequence(configs: Sequence[CiConfigSummary], args: argparse.Namespace, root: Path) -> int:
+    results: list[BuildResult] = []
+    for index, config in enumerate(configs, start=1):
+        marker = root / "build_artifacts" / DONE_MARKER.format(config=config.name)
+        progress = f"[{index}/{len(configs)}] {config.name}"
+        if marker.is_file() and not args.force:
+            print(f"{progress}: already built ({marker.relative_to(root)} exists), skipped", flush=True)
+            results.append(BuildResult(config.name, "skipped (done)", 0.0, ()))
+            continue
+        log = root / LOG_DIR / f"{config.name}.log"
+        print(f"{progress}: building, log: {log.relative_to(root)}", flush=True)
+        start = time.monotonic()
+        returncode, produced = run_one(config, args, root, log)
+        elapsed = time.monotonic() - start
+        result = "ok" if returncode == 0 else f"FAILED (exit {returncode})"
+        print(f"{progress}: {result} after {duration(elapsed)}, {len(produced)} package(s)", flush=True)
+        results.append(BuildResult(config.name, result, elapsed, produced))
+        if args.prune and index < len(configs):
+            # A CUDA megabuild leaves tens of GB of images and build cache behind.
+            subprocess.run(["docker", "system", "prune", "--force"], cwd=root, check=False)
+    write_log_zip(root)
+    print()
+    print(
+        table(
+            ["configuration", "result", "duration", "packages"],
+            [[r.config, r.result, duration(r.seconds), str(len(r.packages))] for r in results],
+        )
+    )
+    print(f"\nlogs: {LOG_ZIP}")
+    return 1 if any(r.result.startswith("FAILED") for r in results) else 0
+
+
+def write_log_zip(root: Path) -> None:
+    logs = sorted((root / LOG_DIR).glob("*.log"))
+    with zipfile.ZipFile(root / LOG_ZIP, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for log in logs:
+            archive.write(log, arcname=log.name)
+
+
+# --- command line ---------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="build-locally.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "config", nargs="?", help="configuration: exact name, unique part of a name, or a glob"
+    )
+    choice = parser.add_argument_group("which configurations")
+    choice.add_argument("--list", action="store_true", help="print the configurations and exit")
+    choice.add_argument("--all", action="store_true", help="build every configuration, one after another")
+    choice.add_argument(
+        "--match", metavar="PATTERN", help="build every configuration matching a glob or substring"
+    )
+    choice.add_argument(
+        "--force", action="store_true", help="rebuild configurations whose done-marker exists"
+    )
+    run = parser.add_argument_group("how to run")
+    run.add_argument("--dry-run", action="store_true", help="print the commands and environment, run nothing")
+    run.add_argument("--prune", action="store_true", help="'docker system prune --force' between builds")
+    run.add_argument(
+        "--debug", action="store_true", help="set up a conda debug environment and open a shell in it"
+    )
+    run.add_argument("--output-id", help="with --debug: the output to debug (e.g. 'pytorch-*')")
+    run.add_argument(
+        "--cpu-count", type=int, metavar="N", help="CPU_COUNT for the build (default: all cores)"
+    )
+    run.add_argument(
+        "--max-jobs", type=int, metavar="N", help="MAX_JOBS: parallel compile jobs of PyTorch's build"
+    )
+    kind = run.add_mutually_exclusive_group()
+    kind.add_argument("--debug-build", action="store_true", help="DEBUG=1: a debug build of PyTorch")
+    kind.add_argument(
+        "--rel-with-deb-info", action="store_true", help="REL_WITH_DEB_INFO=1: optimized, with symbols"
+    )
+    run.add_argument(
+        "-v", "--verbose", action="store_true", help="VERBOSE=1 build; also echo logs of sequential runs"
+    )
+    run.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run the offline megabuild rehearsal of CONFIG instead of a real build",
+    )
+    run.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.output_id and not args.debug:
+        parser.error("--output-id only applies with --debug")
+    if sum(bool(x) for x in (args.all, args.match, args.list)) > 1:
+        parser.error("use only one of --list, --all and --match")
+    if (args.all or args.match) and args.config:
+        parser.error("give either a configuration or --all/--match")
+    return args
+
+
+def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> int:
+    command = [sys.executable, "-m", "feedstock_tools", "rehearse"]
+    if args.config:
+        command.append(select_one(configs, args.config).name)
+    if args.verbose:
+        command.append("--verbose")
+    if args.dry_run:
+        print(shlex.join(command))
+        return 0
+    return subprocess.run(command, cwd=args.root, check=False).returncode
+
+
+def choose(
+    configs: Sequence[CiConfigSummary], args: argparse.Namespace
+) -> tuple[list[CiConfigSummary], bool]:
+    """The configurations to build, and whether they run in sequence (logs, markers, summary)."""
+    if args.all:
+        return list(configs), True
+    if args.match:
+        return select(configs, args.match), True
+    if args.config and any(char in args.config for char in GLOB_CHARACTERS):
+        chosen = select(configs, args.config)
+        return chosen, len(chosen) > 1
+    if args.config:
+        return [select_one(configs, args.config)], False
+    if len(configs) == 1:
+        return list(configs), False
+    if sys.stdin.isatty():
+        return [choose_interactively(configs)], False
+    raise UserError("no configuration given and no terminal to ask on: pass one (see --list) or --all")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = args.root.resolve()
+    configs = load_configs(root)
+    if args.list:
+        print(format_table(configs))
+        return 0
+    if args.rehearse:
+        return rehearse(args, configs)
+    chosen, sequential = choose(configs, args)
+    if sequential and args.debug:
+        raise UserError("--debug opens a shell in one build; choose a single configuration")
+    for config in chosen:
+        check_buildable(config)
+    if args.dry_run:
+        for config in chosen:
+            log = f" (output to {LOG_DIR / (config.name + '.log')})" if sequential else ""
+            print(f"# {config.name}{log}")
+            print(describe(build_command(config), build_environment(config, args, root)))
+        return 0
+    if any(uses_docker(config) for config in chosen):
+        check_docker()
+    if sequential:
+        return run_sequence(chosen, args, root)
+    config = chosen[0]
+    print(f"building {config.name}", flush=True)
+    returncode, produced = run_one(config, args, root, None)
+    for name in produced:
+        print(f"built {name}")
+    return returncode
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
