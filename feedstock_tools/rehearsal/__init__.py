@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"   skipped {step.label}: CPython {step.python} is not on this machine")
     rehearsal.run()
     checks = report.import_checks(rehearsal)
+    rehearsal.remover.wait()
     wall = time.monotonic() - started
     summary = print_summary(rehearsal, checks, wall)
     (rehearsal.dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

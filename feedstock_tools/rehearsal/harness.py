@@ -21,7 +21,7 @@ from pathlib import Path
 
 from feedstock_tools.errors import ToolError
 from feedstock_tools.rehearsal import ninja_log, prefixes
-from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps
+from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps, work_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
@@ -46,6 +46,11 @@ _MAGMA_NAMES = ("libmagma", "libmagma-devel")
 _PLATFORMS = {("Linux", "x86_64"): "linux-64", ("Linux", "aarch64"): "linux-aarch64"}
 
 Progress = Callable[[str], None]
+
+
+def brings_libmagma(step: Step) -> bool:
+    """libmagma comes with a package built against libmagma-devel (its run_exports), or asked for at run."""
+    return any(name in _MAGMA_NAMES for name in (*step.host_names(), *step.run_names()))
 
 
 def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]]:
@@ -97,8 +102,10 @@ class Rehearsal:
     steps: list[Step] = field(init=False)
     skipped: list[Step] = field(init=False, default_factory=list)
     results: list[StepResult] = field(init=False, default_factory=list)
+    remover: prefixes.BackgroundRemover = field(init=False)
 
     def __post_init__(self) -> None:
+        self.remover = prefixes.BackgroundRemover(self.work_root / ".trash")
         if not self.config_path.is_file():
             raise ToolError(f"no configuration file {self.config_path}; list them with 'rehearse --list'")
         if not (self.recipe_dir / "build.sh").is_file():
@@ -110,7 +117,7 @@ class Rehearsal:
     # ---- layout ------------------------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self.config_path.stem
+        return work_name(self.config_path)
 
     @property
     def dir(self) -> Path:
@@ -151,7 +158,7 @@ class Rehearsal:
     # ---- preparation -------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python."""
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.remover.discard(self.dir)
         self.logs_dir.mkdir(parents=True)
         self.packages_dir.mkdir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -220,7 +227,7 @@ class Rehearsal:
 
     def provision_host(self, step: Step) -> None:
         """Recreate PREFIX with what the step's host requirements would install."""
-        shutil.rmtree(self.prefix, ignore_errors=True)
+        self.remover.discard(self.prefix)
         names = step.host_names()
         if "python" in names:
             prefixes.link_tree(
@@ -234,14 +241,16 @@ class Rehearsal:
             package = self.preferred_package(name)
             if package is None:
                 continue
-            self.install_package(package, self.prefix)
-            for run_name in package.step.run_names():
-                dependency = self.preferred_package(run_name)
-                if dependency is not None:
-                    self.install_package(dependency, self.prefix)
-                    magma = magma or any(n in _MAGMA_NAMES for n in dependency.step.run_names())
+            for installed in (package, *self.run_dependencies(package)):
+                self.install_package(installed, self.prefix)
+                magma = magma or brings_libmagma(installed.step)
         if magma:
             self.install_magma(self.prefix)
+
+    def run_dependencies(self, package: StepResult) -> list[StepResult]:
+        """Sibling packages among ``package``'s run requirements, as the solver would pick them."""
+        found = (self.preferred_package(name) for name in package.step.run_names())
+        return [dependency for dependency in found if dependency is not None]
 
     def preferred_package(self, name: str) -> StepResult | None:
         """The built package conda's solver would pick for ``name``: the highest build number."""

@@ -18,8 +18,6 @@ import yaml
 from feedstock_tools.errors import ToolError
 
 TOP_LEVEL_NAME = "libtorch-split"
-# Variant keys whose value picks the variant of an output; they label the output's package directory.
-LABEL_KEYS = ("magma_variant", "python")
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,18 @@ class Step:
         return [spec.split()[0] for spec in self.run if spec.strip()]
 
 
+def work_name(config_path: Path) -> str:
+    """A short directory name for a configuration: ``linux-64_generic_cuda12.9``, ``linux-64_mkl_cpu``."""
+    config = load_config(config_path)
+
+    def first(key: str, default: str) -> str:
+        return (config.get(key) or [default])[0]
+
+    cuda = first("cuda_compiler_version", "None")
+    flavour = "cpu" if cuda == "None" else f"cuda{cuda}"
+    return f"{first('target_platform', 'linux-64')}_{first('blas_impl', 'generic')}_{flavour}"
+
+
 def load_config(path: Path) -> dict[str, list[str]]:
     """A `.ci_support/*.yaml` file: variant key -> list of values (strings, as conda-build reads them)."""
     try:
@@ -81,68 +91,52 @@ def python_min(config: Mapping[str, Sequence[str]]) -> str:
 
 
 def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
-    """All steps for one configuration, top-level first, from the recipe render emulation."""
+    """All steps for one configuration, top-level first, then the outputs in conda-build's build order."""
+    from feedstock_tools.recipe_render import render_recipe
+
     config = load_config(config_path)
-    return _steps_from_render(config_path, config, recipe_dir)
-
-
-def _steps_from_render(
-    config_path: Path, config: Mapping[str, Sequence[str]], recipe_dir: Path
-) -> list[Step]:
-    try:
-        from feedstock_tools import recipe_render
-    except ImportError:
-        return _temporary_steps(config)
-    del recipe_render, config_path, recipe_dir
-    return _temporary_steps(config)
-
-
-def _temporary_steps(config: Mapping[str, Sequence[str]]) -> list[Step]:
-    """TEMPORARY until feedstock_tools/recipe_render.py lands: the order and host sets of recipe/meta.yaml."""
-    single = {key: values[0] for key, values in config.items() if values and key != "zip_keys"}
+    rendered = render_recipe(recipe_dir, config_path)
+    if rendered.top_level is None:
+        raise ToolError(f"the recipe skips {config_path.name} (build/skip is true); pick another config")
     pass1 = python_min(config)
-    cuda = single.get("cuda_compiler_version", "None") != "None"
-    flavour = "cuda" + single["cuda_compiler_version"].replace(".", "") if cuda else "cpu"
-    blas = single.get("blas_impl", "generic")
-    number = (200 if cuda else 0) + (100 if blas == "mkl" else 0)
-    python_host = ["numpy", "pip", "setuptools", "wheel"]
-    base = {**single, "python": f"{pass1}.* *_cpython"}
+    # conda-build exports the whole variant (every key with its value for this loop), not only used keys.
+    base = {key: values[0] for key, values in config.items() if values and isinstance(values[0], str)}
+    base["python"] = next((v for v in config.get("python", []) if python_minor(v) == pass1), f"{pass1}.*")
+    top = rendered.top_level
     steps = [
-        Step(TOP_LEVEL_NAME, "2.13.0", number, "", base, True, pass1, (f"python {pass1}.*", *python_host))
+        Step(
+            name=top.name,
+            version=top.version,
+            build_number=int(top.build.get("number", 0)),
+            build_string="",
+            variant=base,
+            has_script=True,
+            python=_host_python(top.requirements.host, base["python"]) or pass1,
+            host=tuple(top.requirements.host),
+        )
     ]
-    run_libtorch = ("libtorch-cuda-linalg",) if cuda else ()
-    steps.append(Step("libtorch", "2.13.0", number, f"{flavour}_{blas}", base, True, pass1, (), run_libtorch))
-    if cuda:
-        for magma in config.get("magma_variant", ["nomagma", "magma"]):
-            host = [f"python {pass1}.*", *python_host] + (["libmagma-devel"] if magma == "magma" else [])
-            steps.append(
-                Step(
-                    "libtorch-cuda-linalg",
-                    "2.13.0",
-                    number + (50 if magma == "magma" else 0),
-                    f"{flavour}_{blas}_{magma}",
-                    {**base, "magma_variant": magma},
-                    True,
-                    pass1,
-                    tuple(host),
-                    ("libmagma",) if magma == "magma" else (),
-                )
-            )
-    for spec in config.get("python", []):
-        minor = python_minor(spec)
+    for output in rendered.outputs:
+        variant = {**base, **{k: str(v) for k, v in output.variant.items()}}
         steps.append(
             Step(
-                "pytorch",
-                "2.13.0",
-                number,
-                f"{flavour}_{blas}_py{minor.replace('.', '')}",
-                {**single, "python": spec},
-                True,
-                minor,
-                ("python", *python_host, "libtorch 2.13.0"),
-                ("python", "libtorch"),
+                name=output.name,
+                version=output.version,
+                build_number=output.build_number,
+                build_string=output.build_string,
+                variant=variant,
+                has_script=output.script is not None,
+                python=_host_python(output.requirements.host, variant["python"]) or pass1,
+                host=tuple(output.requirements.host),
+                run=tuple(output.requirements.run),
             )
         )
-    meta = "pytorch-gpu" if cuda else "pytorch-cpu"
-    steps.append(Step(meta, "2.13.0", number, f"{flavour}_{blas}", base, False, pass1, (), ("pytorch",)))
     return steps
+
+
+def _host_python(host: Sequence[str], variant_python: str) -> str | None:
+    """The X.Y of the ``python`` host requirement (a bare ``python`` takes the variant's), or None."""
+    for spec in host:
+        words = spec.split()
+        if words and words[0] == "python":
+            return python_minor(words[1] if len(words) > 1 else variant_python)
+    return None

@@ -4,14 +4,13 @@ compile-work ratio, the import checks and the wall time; also written as ``summa
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from feedstock_tools.rehearsal import ninja_log, prefixes
-from feedstock_tools.rehearsal.harness import Rehearsal, StepResult
+from feedstock_tools.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
 from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME
 
 # Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python.
@@ -112,10 +111,10 @@ def _cell(value: Any) -> str:
 
 # ---- import checks: a prefix made from the packages, as conda would install pytorch into it ---------------
 _IMPORT_CHECK = """
-import json, torch
-print(json.dumps({"version": torch.__version__, "add": torch.add(1.0, 2.0, 3.0),
+import json, os, torch
+print(json.dumps({"version": torch.__version__, "add(1,2,alpha=3)": torch.add(1.0, 2.0, 3.0),
                   "cuda": torch.cuda.is_compiled(), "has_magma": torch.cuda.has_magma(),
-                  "C": torch._C.__file__}))
+                  "_C": os.path.basename(torch._C.__file__)}))
 """
 
 
@@ -132,33 +131,37 @@ def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels
     for label in labels:
         result = next(r for r in rehearsal.results if r.step.label == label)
         rehearsal.install_package(result, destination)
-        if "magma" in result.step.run_names() or label.endswith("-magma"):
+        if brings_libmagma(result.step):
             rehearsal.install_magma(destination)
     return destination
 
 
 def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
-    """``import torch`` in a prefix per built pytorch package, with the linalg build conda would pick."""
+    """``import torch`` in a prefix per built pytorch package with the linalg build conda prefers, and
+    once more with every other linalg build (first Python only): has_magma must follow the library."""
     checks: list[ImportCheck] = []
     root = rehearsal.dir / "import-check"
-    linalg = [r.step.label for r in rehearsal.results if r.step.name == "libtorch-cuda-linalg" and r.ok]
-    for result in rehearsal.results:
-        if result.step.name != "pytorch" or not result.ok:
-            continue
-        variants = linalg or [None]
-        for linalg_label in variants:
-            labels = ["libtorch", *([linalg_label] if linalg_label else []), result.step.label]
-            name = "+".join(labels[1:])
-            destination = root / name
-            shutil.rmtree(destination, ignore_errors=True)
-            assemble_prefix(rehearsal, destination, result.step.python, labels)
-            run = subprocess.run(
-                [str(destination / "bin" / "python"), "-c", _IMPORT_CHECK],
-                capture_output=True,
-                text=True,
-                cwd=root,
-                check=False,
-            )
-            lines = (run.stdout if run.returncode == 0 else run.stderr).strip().splitlines()
-            checks.append(ImportCheck(name, run.returncode == 0, lines[-1] if lines else ""))
+    linalg = sorted(
+        (r for r in rehearsal.results if r.step.name == "libtorch-cuda-linalg" and r.ok),
+        key=lambda r: -r.step.build_number,
+    )
+    pytorch = [r for r in rehearsal.results if r.step.name == "pytorch" and r.ok]
+    combinations = [(p, linalg[:1]) for p in pytorch]
+    if pytorch:
+        combinations += [(pytorch[0], [other]) for other in linalg[1:]]
+    for package, linalg_builds in combinations:
+        labels = ["libtorch", *(r.step.label for r in linalg_builds), package.step.label]
+        name = "+".join(labels[1:])
+        destination = root / name
+        rehearsal.remover.discard(destination)
+        assemble_prefix(rehearsal, destination, package.step.python, labels)
+        run = subprocess.run(
+            [str(destination / "bin" / "python"), "-c", _IMPORT_CHECK],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            check=False,
+        )
+        lines = (run.stdout if run.returncode == 0 else run.stderr).strip().splitlines()
+        checks.append(ImportCheck(name, run.returncode == 0, lines[-1] if lines else ""))
     return checks
