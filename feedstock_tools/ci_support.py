@@ -28,6 +28,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ from feedstock_tools.variants import (
     variant_add,
 )
 
+# The C loader when PyYAML has it: the recipe is rendered once per distinct variant.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 CI_SUPPORT = ".ci_support"
@@ -255,15 +258,42 @@ def _jinja_context(variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> 
     return context
 
 
+@lru_cache(maxsize=64)
+def _template(selected: str) -> jinja2.Template:
+    environment = jinja2.Environment(undefined=jinja2.Undefined, extensions=["jinja2.ext.do"])
+    return environment.from_string(selected)
+
+
+@lru_cache(maxsize=64)
+def _names_in(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[A-Za-z_]\w*", text))
+
+
 def render_meta(selected: str, variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> dict[str, Any]:
     """The recipe (selectors already applied) rendered with Jinja and read as YAML."""
-    environment = jinja2.Environment(undefined=jinja2.Undefined, extensions=["jinja2.ext.do"])
-    try:
-        text = environment.from_string(selected).render(**_jinja_context(variant, namespace))
-        loaded = yaml.safe_load(text) or {}
-    except (jinja2.TemplateError, yaml.YAMLError) as exc:
-        raise ToolError(f"meta.yaml does not render for {variant.get('target_platform')}: {exc}") from exc
-    return loaded if isinstance(loaded, dict) else {}
+    context = _jinja_context(variant, namespace)
+    # Only the names the text mentions can change the result: variants that differ elsewhere share it.
+    names = _names_in(selected)
+    key = tuple(
+        sorted((k, str(v)) for k, v in context.items() if k in names and isinstance(v, str | bool | int))
+    )
+    return _render_cached(selected, key, context)
+
+
+_RENDERED: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
+
+
+def _render_cached(
+    selected: str, key: tuple[tuple[str, str], ...], context: dict[str, Any]
+) -> dict[str, Any]:
+    if (selected, key) not in _RENDERED:
+        try:
+            text = _template(selected).render(**context)
+            loaded = yaml.load(text, Loader=_YAML_LOADER) or {}
+        except (jinja2.TemplateError, yaml.YAMLError) as exc:
+            raise ToolError(f"meta.yaml does not render for {context.get('target_platform')}: {exc}") from exc
+        _RENDERED[(selected, key)] = loaded if isinstance(loaded, dict) else {}
+    return _RENDERED[(selected, key)]
 
 
 def _is_true(value: Any) -> bool:

@@ -91,12 +91,17 @@ def find_used_in_shell_script(keys: Iterable[str], script: Path) -> set[str]:
     """Keys referenced as ``$key`` or ``${key}`` in a shell script (conda-build's shell-script scan)."""
     if not script.is_file():
         return set()
-    text = _read(script)
-    return {
-        key
-        for key in keys
-        if re.search(rf"(^[^$]*?\$\{{?\s*{re.escape(key)}\s*[\s|\}}])", text, re.MULTILINE | re.DOTALL)
-    }
+    return set(_used_in_script(tuple(keys), _read(script)))
+
+
+@lru_cache(maxsize=256)
+def _used_in_script(keys: tuple[str, ...], text: str) -> frozenset[str]:
+    found = set()
+    for key in keys:
+        # the substring test first: most of the ~1000 pinning keys never occur in a script
+        if key in text and re.search(rf"(^[^$]*?\$\{{?\s*{re.escape(key)}\s*[\s|\}}])", text, re.M | re.S):
+            found.add(key)
+    return frozenset(found)
 
 
 def outputs_text(text: str) -> str:

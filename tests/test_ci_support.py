@@ -1,0 +1,268 @@
+"""The .ci_support generator: conda-build/conda-smithy semantics, and the repository's files up to date."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from feedstock_tools import ci_support, used_vars, variants
+from feedstock_tools.errors import ToolError
+
+REPO = ci_support.REPO_ROOT
+PINNING = ci_support.DEFAULT_PINNING
+MEGABUILD_LOOPS = ("python", "magma_variant")
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[ci_support.CiConfig]:
+    return ci_support.render_all(REPO, PINNING)
+
+
+# --- the repository's CI files ------------------------------------------------------------------------------
+
+
+def test_ci_files_match_a_rerender() -> None:
+    """The drift a rerender would fix: any missing, extra or stale .ci_support file (or workflow matrix)."""
+    assert ci_support.drift(REPO, PINNING) == []
+
+
+def test_configurations_are_the_recipe_issue_matrix(rendered: list[ci_support.CiConfig]) -> None:
+    seen = {
+        (c.subdir, c.data.get("blas_impl", ["-"])[0], c.data.get("cuda_compiler_version", ["None"])[0])
+        for c in rendered
+    }
+    cuda_versions = {"12.9", "13.0"}
+    expected = {("linux-64", blas, cuda) for blas in ("mkl", "generic") for cuda in cuda_versions | {"None"}}
+    expected |= {("linux-aarch64", "generic", cuda) for cuda in cuda_versions | {"None"}}
+    expected |= {("osx-64", blas, "None") for blas in ("mkl", "generic")}
+    expected |= {("osx-arm64", "generic", "None")}
+    assert seen == expected
+    assert len(rendered) == len(expected)
+
+
+def test_megabuild_loops_stay_inside_one_job(rendered: list[ci_support.CiConfig]) -> None:
+    pinned = variants.parse_variant_text(
+        (PINNING / "conda_build_config.yaml").read_text(), "linux-64", {"BUILD_PLATFORM": "linux-64"}
+    )
+    python314 = yaml.safe_load((REPO / ".ci_support/migrations/python314.yaml").read_text())["python"]
+    all_pythons = sorted(pinned["python"] + python314)
+    for config in rendered:
+        assert config.data["python"] == all_pythons, config.name
+        for key in MEGABUILD_LOOPS:
+            assert key not in config.name, config.name
+        if config.data["cuda_compiler_version"] != ["None"]:
+            assert config.data["magma_variant"] == ["magma", "nomagma"], config.name
+
+
+def test_cross_compiled_targets_use_their_build_platform(rendered: list[ci_support.CiConfig]) -> None:
+    by_target = {c.subdir: c.build_platform for c in rendered}
+    assert by_target["linux-aarch64"] == "linux-64"
+    assert by_target["osx-arm64"] == "osx-64"
+    aarch64 = next(c for c in rendered if c.subdir == "linux-aarch64")
+    assert aarch64.data["docker_image"] == ["quay.io/condaforge/linux-anvil-x86_64:alma10"]
+
+
+def test_migrations_are_the_shared_pinnings_files() -> None:
+    for path in (REPO / ".ci_support" / "migrations").glob("*.yaml"):
+        assert path.read_bytes() == (PINNING / "migrations" / path.name).read_bytes(), path.name
+
+
+def test_skip_render_lists_every_file_this_project_writes() -> None:
+    settings = ci_support.read_forge_settings(REPO / "conda-forge.yml")
+    skipped = set(settings.raw["skip_render"])
+    assert {"README.md", "LICENSE.txt", ".gitignore", ".gitattributes", "build-locally.py"} <= skipped
+    assert {".scripts", ".github/workflows"} <= skipped
+
+
+def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support.CiConfig]) -> None:
+    workflow = yaml.safe_load((REPO / ci_support.WORKFLOW).read_text())
+    include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
+    assert [entry["CONFIG"] for entry in include] == [c.name for c in rendered]
+    for entry in include:
+        if entry["os"] == "ubuntu":
+            assert entry["runs_on"][0].startswith("cirun-openstack-gpu-2xlarge--${{ github.run_id }}-")
+            assert entry["CONDA_FORGE_DOCKER_RUN_ARGS"] == "--gpus all"
+
+
+def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
+    root = tmp_path / "feedstock"
+    for name in ("recipe", ".ci_support", ".github"):
+        shutil.copytree(REPO / name, root / name)
+    shutil.copy(REPO / "conda-forge.yml", root)
+    configs = sorted((root / ".ci_support").glob("*.yaml"))
+    configs[0].unlink()
+    (root / ".ci_support" / "linux_64_stale.yaml").write_text("python:\n- '2.7'\n")
+    configs[1].write_text(configs[1].read_text().replace("- '3.10'", "- '3.9'"))
+    command = [sys.executable, "-m", "feedstock_tools", "render-ci", "--check", "--root", str(root)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    assert result.returncode == 1
+    assert f"missing: .ci_support/{configs[0].name}" in result.stdout
+    assert "extra: .ci_support/linux_64_stale.yaml" in result.stdout
+    assert f"out of date: .ci_support/{configs[1].name}" in result.stdout
+    assert result.stderr.strip() == (
+        "error: 3 CI file(s) differ from a rerender; run: python -m feedstock_tools render-ci"
+    )
+    fixed = subprocess.run(
+        [*command[:-3], "--root", str(root)], capture_output=True, text=True, cwd=REPO, check=False
+    )
+    assert fixed.returncode == 0
+    assert not (root / ".ci_support" / "linux_64_stale.yaml").exists()
+    assert ci_support.drift(root, PINNING) == []
+
+
+# --- conda-build's variant algebra ------------------------------------------------------------------------
+
+
+def test_base_loader_keeps_every_value_as_text() -> None:
+    spec = variants.parse_variant_text("a:\n  - 12.0\n  - true  # [linux]\n  - None\n", "osx-64", {})
+    assert spec == {"a": ["12.0", "None"]}
+
+
+def test_unknown_selector_names_are_false() -> None:
+    text = "k:\n  - x  # [magma_variant == 'magma']\n  - y  # [not magma_variant]\n"
+    assert variants.parse_variant_text(text, "linux-64", {}) == {"k": ["y"]}
+
+
+def test_selectors_read_the_given_environment() -> None:
+    text = 'k:\n  - 1\n  - 2  # [os.environ.get("CF_CUDA_ENABLED", "False") == "True"]\n'
+    assert variants.parse_variant_text(text, "linux-64", {"CF_CUDA_ENABLED": "True"})["k"] == ["1", "2"]
+    assert variants.parse_variant_text(text, "linux-64", {})["k"] == ["1"]
+
+
+def test_combine_replaces_whole_zip_groups_and_merges_extend_keys() -> None:
+    base = {
+        "a": ["1", "2"],
+        "b": ["x", "y"],
+        "zip_keys": [["a", "b"]],
+        "pin_run_as_build": {"p": {"max_pin": "x"}},
+    }
+    override = {"a": ["3"], "b": ["z"], "pin_run_as_build": {"q": {"max_pin": "x.x"}}}
+    combined = variants.combine_specs([base, override])
+    assert combined["a"] == ["3"] and combined["b"] == ["z"]
+    assert set(combined["pin_run_as_build"]) == {"p", "q"}
+    with pytest.raises(variants.VariantError, match="zip group"):
+        variants.combine_specs([base, {"a": ["9"]}])
+
+
+def test_explode_moves_zipped_keys_together_and_squish_inverts_it() -> None:
+    spec = {"a": ["1", "2"], "b": ["x", "y"], "c": ["p", "q"], "zip_keys": [["a", "b"]]}
+    exploded = variants.explode(spec)
+    assert len(exploded) == 4
+    assert {(v["a"], v["b"]) for v in exploded} == {("1", "x"), ("2", "y")}
+    squished = variants.squish(exploded)
+    assert sorted(squished["c"]) == ["p", "q"]
+    assert sorted(zip(squished["a"], squished["b"], strict=True)) == [("1", "x"), ("2", "y")]
+
+
+def test_key_add_migration_appends_a_zip_row_in_ordering_order() -> None:
+    base = {
+        "cuda_compiler_version": ["None", "12.9"],
+        "c_compiler_version": ["15", "14"],
+        "zip_keys": [["c_compiler_version", "cuda_compiler_version"]],
+    }
+    migration = {
+        "__migrator": {
+            "operation": "key_add",
+            "primary_key": "cuda_compiler_version",
+            "ordering": {"cuda_compiler_version": ["12.8", "None", "12.9", "13.0"]},
+        },
+        "cuda_compiler_version": ["13.0"],
+        "c_compiler_version": ["15"],
+        "migrator_ts": 1.0,
+    }
+    result = variants.variant_add(base, migration)
+    assert result["cuda_compiler_version"] == ["None", "12.9", "13.0"]
+    assert result["c_compiler_version"] == ["15", "14", "15"]
+
+
+def test_version_migration_takes_the_higher_pin() -> None:
+    base = {"libtorch": ["2.12"], "pybind11_abi": ["4"], "c_stdlib_version": ["11.0"]}
+    migration = {"__migrator": {"kind": "version"}, "libtorch": ["2.13"], "pybind11_abi": ["11"]}
+    result = variants.variant_add(base, migration)
+    assert result == {"libtorch": ["2.13"], "pybind11_abi": ["11"], "c_stdlib_version": ["11.0"]}
+
+
+def test_migrations_apply_in_timestamp_order() -> None:
+    stamps = [variants.migration_timestamp(p.read_text()) for p in ci_support.migration_files(REPO)]
+    assert stamps == sorted(stamps) and len(stamps) >= 3
+
+
+# --- conda-build's used-variable scan -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("{{ python }}", {"python"}),
+        ("{{ python_min }}", {"python_min"}),
+        ("    - python {{ python_min }}.*", {"python_min"}),
+        ("{{ python|lower }}", {"python"}),
+        ("{{ pin_compatible('python', max_pin='x.x') }}", {"python"}),
+        ("    - python", {"python"}),
+        ("    - python >=3.10", set()),
+        ('{% set tools = ["python >=3.10"] %}', {"python"}),
+        ('{% set x = "python_min" %}', {"python_min"}),
+        ('{% if python_min != "" %}', {"python_min"}),
+    ],
+)
+def test_used_variable_scan(text: str, found: set[str]) -> None:
+    assert set(used_vars.find_used_in_text(("python", "python_min"), text)) == found
+
+
+def test_compiler_and_stdlib_calls_use_their_keys() -> None:
+    keys = ("c_compiler", "c_compiler_version", "c_stdlib", "c_stdlib_version", "cuda_compiler_version")
+    text = "    - {{ compiler('c') }}\n    - {{ stdlib('c') }}\n"
+    assert set(used_vars.find_used_in_text(keys, text)) == set(keys) - {"cuda_compiler_version"}
+
+
+def test_selectors_are_scanned_separately() -> None:
+    line = '    - patch  # [cuda_compiler_version != "None"]'
+    assert used_vars.find_used_in_text(("cuda_compiler_version",), line, selectors_only=True)
+    assert not used_vars.find_used_in_text(("cuda_compiler_version",), line)
+
+
+def test_run_only_requirements_do_not_count() -> None:
+    block = "  - name: x\n    requirements:\n      host:\n        - zlib\n      run:\n        - libpng\n"
+    used = used_vars.used_in_meta_yaml(("zlib", "libpng"), block, block, block, {})
+    assert used == {"zlib"}
+
+
+def test_cuda_detection_ignores_commented_lines() -> None:
+    assert used_vars.recipe_has_cuda_compiler("    - {{ compiler('cuda') }}  # [linux]\n")
+    assert not used_vars.recipe_has_cuda_compiler("    # - {{ compiler('cuda') }}\n")
+
+
+# --- names and the YAML conda-smithy writes ---------------------------------------------------------------
+
+
+def test_config_name_and_short_name() -> None:
+    config = {"python": ["3.12"], "b": ["x y*"], "target_platform": ["linux-64"]}
+    name = ci_support.config_name("linux_64", config, {"b", "target_platform"})
+    assert name == "linux_64_bx_y_"
+    long_name = "linux_64_" + "x" * 60
+    short = ci_support.short_config_name(long_name)
+    assert len(short) == 35 + 2 + 10 and short.startswith(long_name[:35] + "_h")
+    assert ci_support.short_config_name(name) == name
+
+
+def test_dump_sorts_keys_quotes_numbers_and_orders_pins(rendered: list[ci_support.CiConfig]) -> None:
+    text = next(c for c in rendered if c.subdir == "linux-64").text
+    lines = text.splitlines()
+    top_keys = [line[:-1] for line in lines if line.endswith(":") and not line.startswith((" ", "-"))]
+    assert top_keys == sorted(top_keys)
+    assert "- '2.17'" in lines
+    assert lines[lines.index("  python:") + 1 : lines.index("  python:") + 3] == [
+        "    min_pin: x.x",
+        "    max_pin: x.x",
+    ]
+    assert yaml.safe_load(text)["zip_keys"][0][-1] == "cuda_compiler_version"
+
+
+def test_missing_pinning_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="pass --pinning"):
+        ci_support.render_all(REPO, tmp_path)
