@@ -67,10 +67,10 @@ def test_entries_carry_type_value_and_help(configured: Path) -> None:
 @needs_cmake
 def test_cmake_reads_back_edits_made_through_the_model(configured: Path) -> None:
     cache = CMakeCache.load(configured)
-    assert cache.set("USE_THING", "OFF") == CacheChange("USE_THING", "ON", "OFF", "BOOL", "BOOL")
-    cache.set("BUILD_OTHER", "ON")
-    cache.set("WITH_SPACE", " still padded ")
-    cache.set("BRAND_NEW", "hello", type="STRING")
+    changes = [cache.set("USE_THING", "OFF")]
+    assert changes[0] == CacheChange("USE_THING", "ON", "OFF", "BOOL", "BOOL")
+    changes += [cache.set("BUILD_OTHER", "ON"), cache.set("WITH_SPACE", " still padded ")]
+    changes += [cache.set("BRAND_NEW", "hello", type="STRING"), cache.set("TARGET_VALUE", "stale")]
     cache.write()
     build = configured.parent
     subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)  # auto-reconfigure
@@ -79,6 +79,8 @@ def test_cmake_reads_back_edits_made_through_the_model(configured: Path) -> None
     assert after.get("TARGET_VALUE") == "OFF"
     assert after.get("WITH_SPACE") == " still padded "
     assert after.entries["BRAND_NEW"] == CacheEntry("BRAND_NEW", "STRING", "hello", "")
+    # TARGET_VALUE is FORCE-set by the project from USE_THING: CMake did not keep our edit, and we can tell
+    assert after.not_kept([c for c in changes if c is not None]) == ["TARGET_VALUE='OFF' (we set 'stale')"]
 
 
 @needs_cmake

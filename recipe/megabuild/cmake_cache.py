@@ -186,6 +186,14 @@ class CMakeCache:
                 changes.append(CacheChange(key, before.value, None, before.type, None))
         return changes
 
+    def not_kept(self, changes: list[CacheChange]) -> list[str]:
+        """Which of our earlier ``set`` edits this (re-read) cache no longer has: CMake overwrote them."""
+        return [
+            f"{change.key}={self.get(change.key)!r} (we set {change.new!r})"
+            for change in changes
+            if change.new is not None and self.get(change.key) != change.new
+        ]
+
     # --- writing -----------------------------------------------------------------------------------------
 
     def render(self) -> str:

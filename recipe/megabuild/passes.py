@@ -245,6 +245,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     )
     _run_command(ctx, "installing into <src>/torch", ["cmake", "--install", str(build.build_dir)])
     after = CMakeCache.load(ctx.cache_path)
+    _check_kept(after, changes)
     if _bool(after.get("USE_MAGMA")) != "ON":
         raise PassFailed(
             "CMake switched USE_MAGMA back off (MAGMA not found under MAGMA_HOME="
@@ -274,7 +275,9 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     _write_cache(cache, changes)
     _check_reconfigure_inputs(ctx, state)
     work = _run_build(ctx, f"pytorch build for Python {target.short}", [str(python), "setup.py", "build"])
-    check_retarget_kept(CMakeCache.load(ctx.cache_path), target, state["guarded_options"])
+    after = CMakeCache.load(ctx.cache_path)
+    check_retarget_kept(after, target, state["guarded_options"])
+    _check_kept(after, changes)
     metadata = build.state_dir / f"dist-info-{target.nodot}"
     shutil.rmtree(metadata, ignore_errors=True)
     metadata.mkdir(parents=True)
@@ -349,6 +352,15 @@ def _check_reconfigure_inputs(ctx: PassContext, state: dict) -> None:
             f"environment variable {key} is {now.get(key)!r} here but was {before.get(key)!r} in pass 1 "
             f"({len(differing)} differ): CMake's reconfigure would read it; give every output the build "
             "requirements and variables of libtorch-split"
+        )
+
+
+def _check_kept(cache: CMakeCache, changes: list[CacheChange]) -> None:
+    lost = cache.not_kept(changes)
+    if lost:
+        raise PassFailed(
+            f"{cache.path}: CMake did not keep {'; '.join(lost)}: the reconfigure overrode our edit "
+            "(see docs/megabuild.md, Retargeting)"
         )
 
 
