@@ -1,0 +1,399 @@
+"""build-locally.py driven end to end: the real script and .scripts/run_docker_build.sh, a stand-in docker.
+
+The ``docker`` on PATH in these tests is a test double (DOCKER_STANDIN_SOURCE below): it records each
+call's arguments and environment in a JSON-lines file, answers ``docker info`` (or fails it to play a
+stopped daemon), and for ``docker run`` does what the build container's last steps do -- writes a
+package into build_artifacts/ and the done-marker -- or fails for the configurations listed in
+DOCKER_STANDIN_FAIL.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG_NAMES = sorted(path.stem for path in (REPO / ".ci_support").glob("*.yaml"))
+LINUX_NAMES = [name for name in CONFIG_NAMES if name.startswith("linux")]
+OSX_NAMES = [name for name in CONFIG_NAMES if name.startswith("osx")]
+
+DOCKER_STANDIN_SOURCE = '''#!{python}
+"""Test double of the docker CLI (see tests/test_build_locally.py)."""
+import json, os, sys
+from pathlib import Path
+
+args = sys.argv[1:]
+with open(os.environ["DOCKER_STANDIN_LOG"], "a") as log:
+    log.write(json.dumps({{"argv": args, "env": dict(os.environ)}}) + "\\n")
+if args[:1] == ["info"]:
+    if os.environ.get("DOCKER_STANDIN_DAEMON") == "down":
+        print("Cannot connect to the Docker daemon", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(0)
+if args[:1] == ["run"]:
+    mount = ":/home/conda/feedstock_root:rw,z,delegated"
+    feedstock = next(a.split(":")[0] for a in args if a.endswith(mount))
+    config = os.environ["CONFIG"]
+    print(f"stand-in build of {{config}}")
+    if config in os.environ.get("DOCKER_STANDIN_FAIL", "").split(","):
+        print("stand-in build failed", file=sys.stderr)
+        sys.exit(3)
+    artifacts = Path(feedstock) / "build_artifacts"
+    subdir = artifacts / config.split("_")[0]
+    subdir.mkdir(parents=True, exist_ok=True)
+    (subdir / f"pytorch-2.13.0-{{config}}.conda").write_text("stand-in package")
+    (artifacts / f"conda-forge-build-done-{{config}}").touch()
+sys.exit(0)
+'''
+
+
+@dataclass
+class Feedstock:
+    """A copy of the CI layer in a temporary directory, with the stand-in docker first on PATH."""
+
+    root: Path
+    log: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, **(extra_env or {})}
+        return subprocess.run(
+            [sys.executable, str(self.root / "build-locally.py"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
+    def docker_calls(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+
+@pytest.fixture
+def feedstock(tmp_path: Path) -> Feedstock:
+    root = tmp_path / "pytorch-feedstock"
+    root.mkdir()
+    shutil.copy2(REPO / "build-locally.py", root)
+    shutil.copy2(REPO / "conda-forge.yml", root)
+    shutil.copytree(REPO / ".scripts", root / ".scripts")
+    shutil.copytree(REPO / ".ci_support", root / ".ci_support")
+    (root / "feedstock_tools").mkdir()
+    for module in ("__init__.py", "ci_files.py"):
+        shutil.copy2(REPO / "feedstock_tools" / module, root / "feedstock_tools" / module)
+    (root / "recipe").mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(DOCKER_STANDIN_SOURCE.format(python=sys.executable))
+    docker.chmod(0o755)
+    log = tmp_path / "docker-calls.jsonl"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("CI", "OSX_SDK_DIR", "CPU_COUNT", "MAX_JOBS", "DEBUG", "VERBOSE", "GITHUB_ACTIONS")
+    }
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", DOCKER_STANDIN_LOG=str(log), HOME=str(tmp_path))
+    return Feedstock(root, log, env)
+
+
+def config_data(name: str) -> dict:
+    return yaml.safe_load((REPO / ".ci_support" / f"{name}.yaml").read_text())
+
+
+def expected_run_argv(root: Path, image: str, extra: list[str]) -> list[str]:
+    passed = [
+        "CONFIG",
+        "HOST_USER_ID",
+        "UPLOAD_PACKAGES",
+        "IS_PR_BUILD",
+        "GIT_BRANCH",
+        "UPLOAD_ON_BRANCH",
+        "CI",
+        "FEEDSTOCK_NAME",
+        "CPU_COUNT",
+        "MAX_JOBS",
+        "DEBUG",
+        "REL_WITH_DEB_INFO",
+        "VERBOSE",
+        "BUILD_WITH_CONDA_DEBUG",
+        "BUILD_OUTPUT_ID",
+        "BINSTAR_TOKEN",
+        "FEEDSTOCK_TOKEN",
+        "STAGING_BINSTAR_TOKEN",
+    ]
+    argv = ["run", *extra]
+    argv += ["-v", f"{root}/recipe:/home/conda/recipe_root:rw,z,delegated"]
+    argv += ["-v", f"{root}:/home/conda/feedstock_root:rw,z,delegated"]
+    for name in passed:
+        argv += ["-e", name]
+    return [*argv, image, "bash", "/home/conda/feedstock_root/.scripts/build_steps.sh"]
+
+
+# --- the exact invocation for each configuration ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", LINUX_NAMES)
+def test_linux_configuration_runs_its_docker_image(feedstock: Feedstock, name: str) -> None:
+    result = feedstock.run(name)
+    assert result.returncode == 0, result.stderr
+    calls = feedstock.docker_calls()
+    assert [call["argv"] for call in calls[:-1]] == [["info"], ["info"]]
+    run = calls[-1]
+    image = config_data(name)["docker_image"][0]
+    assert run["argv"] == expected_run_argv(feedstock.root, image, [])
+    env = run["env"]
+    assert env["CONFIG"] == name
+    assert (env["UPLOAD_PACKAGES"], env["IS_PR_BUILD"]) == ("False", "True")
+    assert env["HOST_USER_ID"] == str(os.getuid())
+    assert env["FEEDSTOCK_NAME"] == "pytorch-feedstock"
+    assert env["DOCKER_IMAGE"] == image
+    assert f"built pytorch-2.13.0-{name}.conda" in result.stdout
+
+
+@pytest.mark.parametrize("name", OSX_NAMES)
+def test_osx_configuration_cross_compiles_in_docker_with_the_sdk(
+    feedstock: Feedstock, name: str, tmp_path: Path
+) -> None:
+    sdk = tmp_path / "SDKs"
+    result = feedstock.run(name, extra_env={"OSX_SDK_DIR": str(sdk)})
+    assert result.returncode == 0, result.stderr
+    linux_image = config_data(LINUX_NAMES[0])["docker_image"][0]
+    extra = ["-v", f"{sdk}:/opt/conda-sdks:rw,z,delegated", "-e", "OSX_SDK_DIR=/opt/conda-sdks"]
+    assert feedstock.docker_calls()[-1]["argv"] == expected_run_argv(feedstock.root, linux_image, extra)
+
+
+def test_script_runs_as_an_executable(feedstock: Feedstock) -> None:
+    result = subprocess.run(
+        [str(feedstock.root / "build-locally.py"), "--list"],
+        capture_output=True,
+        text=True,
+        env=feedstock.env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_debug_and_build_knobs_reach_the_container(feedstock: Feedstock) -> None:
+    name = LINUX_NAMES[0]
+    args = [
+        "--debug",
+        "--output-id",
+        "pytorch-*",
+        "--cpu-count",
+        "8",
+        "--max-jobs",
+        "6",
+        "--rel-with-deb-info",
+        "-v",
+    ]
+    result = feedstock.run(name, *args)
+    assert result.returncode == 0, result.stderr
+    env = feedstock.docker_calls()[-1]["env"]
+    assert env["BUILD_WITH_CONDA_DEBUG"] == "1"
+    assert env["BUILD_OUTPUT_ID"] == "pytorch-*"
+    assert (env["CPU_COUNT"], env["MAX_JOBS"], env["REL_WITH_DEB_INFO"], env["VERBOSE"]) == (
+        "8",
+        "6",
+        "1",
+        "1",
+    )
+    assert "DEBUG" not in env
+
+
+# --- selection ---------------------------------------------------------------------------------------------
+
+
+def test_unique_substring_selects_one(feedstock: Feedstock) -> None:
+    result = feedstock.run("osx_arm64", "--dry-run", extra_env={"OSX_SDK_DIR": "sdk"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "# osx_arm64_"
+
+
+def test_glob_selects_several_in_sequence(feedstock: Feedstock) -> None:
+    result = feedstock.run("linux_aarch64_*", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    headers = [line for line in result.stdout.splitlines() if line.startswith("# ")]
+    aarch64 = [name for name in CONFIG_NAMES if name.startswith("linux_aarch64_")]
+    assert headers == [f"# {name} (output to build_artifacts/build-locally/{name}.log)" for name in aarch64]
+
+
+def test_dry_run_prints_exact_commands_and_runs_nothing(feedstock: Feedstock) -> None:
+    name = LINUX_NAMES[0]
+    image = config_data(name)["docker_image"][0]
+    result = feedstock.run(name, "--dry-run", "--debug-build")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"# {name}",
+        f"CONFIG={name} DEBUG=1 DOCKER_IMAGE={image} IS_PR_BUILD=True UPLOAD_PACKAGES=False "
+        ".scripts/run_docker_build.sh",
+    ]
+    assert feedstock.docker_calls() == []
+
+
+def test_list_shows_platform_blas_cuda_and_pythons(feedstock: Feedstock) -> None:
+    result = feedstock.run("--list")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["configuration", "platform", "BLAS", "CUDA", "Python"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert sorted(rows) == CONFIG_NAMES
+    for name, row in rows.items():
+        data = config_data(name)
+        cuda = data["cuda_compiler_version"][0]
+        pythons = [p.split(".*")[0] for p in data["python"]]
+        assert row == [
+            data["target_platform"][0],
+            data.get("blas_impl", ["-"])[0],
+            "CPU" if cuda == "None" else cuda,
+            *pythons,
+        ]
+
+
+def load_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_locally", REPO / "build-locally.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    # dataclasses look their module up in sys.modules while the file executes
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_interactive_choice_from_a_numbered_list(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = load_module()
+    configs = module.load_configs(REPO)
+    monkeypatch.setattr("builtins.input", lambda prompt: "2")
+    assert module.choose_interactively(configs) == configs[1]
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[2].split()[:2] == ["1", configs[0].name]
+    monkeypatch.setattr("builtins.input", lambda prompt: "99")
+    with pytest.raises(module.UserError, match="not a number between 1 and"):
+        module.choose_interactively(configs)
+
+
+# --- several configurations in a row -----------------------------------------------------------------------
+
+
+def test_sequence_logs_markers_summary_and_rerun(feedstock: Feedstock) -> None:
+    aarch64 = [name for name in CONFIG_NAMES if name.startswith("linux_aarch64_")]
+    failing = aarch64[1]
+    result = feedstock.run(
+        "--match", "linux_aarch64_*", "--prune", extra_env={"DOCKER_STANDIN_FAIL": failing}
+    )
+    assert result.returncode == 1
+    artifacts = feedstock.root / "build_artifacts"
+    for name in aarch64:
+        log = (artifacts / "build-locally" / f"{name}.log").read_text()
+        assert f"stand-in build of {name}" in log
+        assert (artifacts / f"conda-forge-build-done-{name}").exists() == (name != failing)
+    progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    assert progress[0] == f"[1/3] {aarch64[0]}: building, log: build_artifacts/build-locally/{aarch64[0]}.log"
+    summary = result.stdout.split("\n\n")[-2].splitlines()
+    assert summary[0].split() == ["configuration", "result", "duration", "packages"]
+    rows = {line.split()[0]: line.split()[1:] for line in summary[2:]}
+    assert rows[aarch64[0]][0] == "ok" and rows[aarch64[0]][-1] == "1"
+    # the stand-in's exit status (3) comes back through run_docker_build.sh's `set -e`
+    assert rows[failing][:3] == ["FAILED", "(exit", "3)"] and rows[failing][-1] == "0"
+    prunes = [call for call in feedstock.docker_calls() if call["argv"][:2] == ["system", "prune"]]
+    assert len(prunes) == 2
+    with zipfile.ZipFile(artifacts / "build-locally-logs.zip") as archive:
+        assert sorted(archive.namelist()) == sorted(f"{name}.log" for name in aarch64)
+
+    feedstock.log.unlink()
+    rerun = feedstock.run("--match", "linux_aarch64_*")
+    assert rerun.returncode == 0, rerun.stdout
+    runs = [call["env"]["CONFIG"] for call in feedstock.docker_calls() if call["argv"][0] == "run"]
+    assert runs == [failing]
+    assert f"[1/3] {aarch64[0]}: already built" in rerun.stdout
+
+
+# --- one-line errors ---------------------------------------------------------------------------------------
+
+
+def error_of(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    return lines[0]
+
+
+def without_docker(feedstock: Feedstock, tmp_path: Path) -> dict[str, str]:
+    # a PATH with the tools the script needs but no docker at all
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("bash", "id", "grep"):
+        found = shutil.which(tool)
+        assert found
+        (tools / tool).symlink_to(found)
+    return {"PATH": str(tools)}
+
+
+ERRORS: dict[str, tuple[list[str], Callable[[Feedstock, Path], dict[str, str]], str]] = {
+    "unknown": (
+        ["nope"],
+        lambda f, t: {},
+        "error: no configuration matches 'nope'; see ./build-locally.py --list",
+    ),
+    "ambiguous": (["linux_64"], lambda f, t: {}, "error: 'linux_64' matches 6 configurations ("),
+    "osx-sdk": (
+        ["osx_arm64"],
+        lambda f, t: {},
+        "error: osx_arm64_ needs OSX_SDK_DIR: 'export OSX_SDK_DIR=SDKs' downloads the macOS SDK there",
+    ),
+    "no-docker": (
+        [LINUX_NAMES[0]],
+        without_docker,
+        "error: docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)",
+    ),
+    "daemon-down": (
+        [LINUX_NAMES[0]],
+        lambda f, t: {"DOCKER_STANDIN_DAEMON": "down"},
+        "error: the Docker daemon is not running ('docker info' failed): start it",
+    ),
+    "no-terminal": ([], lambda f, t: {}, "error: no configuration given and no terminal to ask on"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_errors_are_one_line(feedstock: Feedstock, tmp_path: Path, case: str) -> None:
+    args, make_env, message = ERRORS[case]
+    result = feedstock.run(*args, extra_env=make_env(feedstock, tmp_path))
+    assert error_of(result).startswith(message)
+    assert not any(call["argv"][0] == "run" for call in feedstock.docker_calls())
+
+
+def test_windows_configuration_on_linux(feedstock: Feedstock) -> None:
+    (feedstock.root / ".ci_support" / "win_64_.yaml").write_text("target_platform:\n- win-64\n")
+    message = error_of(feedstock.run("win_64"))
+    assert message == "error: win_64_ is a Windows configuration; it can only be built on Windows"
+
+
+def test_no_ci_support(feedstock: Feedstock) -> None:
+    shutil.rmtree(feedstock.root / ".ci_support")
+    message = error_of(feedstock.run("--list"))
+    assert message.startswith(f"error: no configurations in {feedstock.root / '.ci_support'}: run")
+
+
+def test_rehearse_runs_the_rehearsal_subcommand(feedstock: Feedstock) -> None:
+    name = LINUX_NAMES[-1]
+    result = feedstock.run("--rehearse", name[:-3], "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{sys.executable} -m feedstock_tools rehearse {name}"
