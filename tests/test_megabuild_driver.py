@@ -132,7 +132,7 @@ class CondaBuildDouble:
         if magma:
             shutil.copytree(self.magma, self.prefix, dirs_exist_ok=True)
 
-    def env(self, pkg_name: str, python: str | None, **variant: str) -> dict[str, str]:
+    def env(self, pkg_name: str, python: str | None, **extra: str) -> dict[str, str]:
         py = python or "3.10"
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("USE_", "BUILD_", "CMAKE_", "TORCH_"))
@@ -146,11 +146,11 @@ class CondaBuildDouble:
             LDFLAGS="-Wl,-O2 -Wl,--as-needed -Wl,-z,relro -Wl,-z,now", MEGABUILD_STRICT="1",
         )  # fmt: skip
         env.update(self.variant)
-        env.update(variant)
+        env.update(extra)
         return env
 
     def run(
-        self, pkg_name: str, python: str | None, host: list[str] = (), magma: bool = False, **variant: str
+        self, pkg_name: str, python: str | None, host: list[str] = (), magma: bool = False, **extra: str
     ) -> subprocess.CompletedProcess[str]:
         """Provision PREFIX, run build.sh like conda-build, and keep what the script added as the package."""
         self.provision(python, list(host), magma)
@@ -158,13 +158,14 @@ class CondaBuildDouble:
         result = subprocess.run(
             ["bash", str(RECIPE / "build.sh")],
             cwd=self.src_dir,
-            env=self.env(pkg_name, python, **variant),
+            env=self.env(pkg_name, python, **extra),
             capture_output=True,
             text=True,
             check=False,
         )
         added = sorted(set(tree_files("metadata", self.prefix)) - before)
-        label = "-".join([pkg_name, *variant.values(), *([python] if pkg_name == "pytorch" else [])])
+        magma_variant = [extra["magma_variant"]] if "magma_variant" in extra else []
+        label = "-".join([pkg_name, *magma_variant, *([python] if pkg_name == "pytorch" else [])])
         if result.returncode == 0 and pkg_name != "libtorch-split":
             self.packages[label] = added
             for rel in added:
@@ -329,6 +330,11 @@ def test_failing_pass_stages_nothing_and_a_cache_without_python_entries(fresh: C
     result = fresh.run("pytorch", second)
     assert_error(result, "failed", "exited with status", "nothing of this pass was staged")
     source.write_text(original)
+    # an environment unlike pass 1's would drift the reconfigure: refused before the cache is edited
+    cache_before = (fresh.src_dir / "build" / "CMakeCache.txt").read_text()
+    result = fresh.run("pytorch", second, LDFLAGS="-Wl,-O1")
+    assert_error(result, "environment variable LDFLAGS is '-Wl,-O1' here but was", "in pass 1")
+    assert (fresh.src_dir / "build" / "CMakeCache.txt").read_text() == cache_before
     # a cache that lost FindPython's entries cannot be retargeted
     cache = fresh.src_dir / "build" / "CMakeCache.txt"
     cache.write_text(

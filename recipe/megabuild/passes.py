@@ -226,8 +226,8 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     cache = CMakeCache.load(ctx.cache_path)
     changes = retarget(cache, probe(python))
     changes += [c for c in [cache.set("USE_MAGMA", "ON")] if c is not None]
-    _write_cache(cache, changes)
     _check_reconfigure_inputs(ctx, state)
+    _write_cache(cache, changes)
     # Only the linalg target: the retarget above may have moved the cache to another Python than the last
     # pytorch pass built torch_python for; rebuilding torch_python here would be work no package uses.
     work = _run_build(
@@ -272,8 +272,8 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     cache = CMakeCache.load(ctx.cache_path)
     _check_magma_present(cache)
     changes = retarget(cache, target)
-    _write_cache(cache, changes)
     _check_reconfigure_inputs(ctx, state)
+    _write_cache(cache, changes)
     work = _run_build(ctx, f"pytorch build for Python {target.short}", [str(python), "setup.py", "build"])
     after = CMakeCache.load(ctx.cache_path)
     check_retarget_kept(after, target, state["guarded_options"])
