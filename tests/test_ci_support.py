@@ -75,8 +75,19 @@ def test_migrations_are_the_shared_pinnings_files() -> None:
 def test_skip_render_lists_every_file_this_project_writes() -> None:
     settings = ci_support.read_forge_settings(REPO / "conda-forge.yml")
     skipped = set(settings.raw["skip_render"])
-    assert {"README.md", "LICENSE.txt", ".gitignore", ".gitattributes", "build-locally.py"} <= skipped
-    assert {".scripts", ".github/workflows"} <= skipped
+
+    def is_skipped(path: str) -> bool:
+        # conda-smithy skips a path when it or any parent folder is listed
+        return bool({path, *(str(parent) for parent in Path(path).parents)} & skipped)
+
+    own_files = ["README.md", "LICENSE.txt", ".gitignore", ".gitattributes", "build-locally.py"]
+    own_files += [
+        ".ci_support/README",
+        ".github/workflows/conda-build.yml",
+        ".github/workflows/automerge.yml",
+    ]
+    own_files += [str(path.relative_to(REPO)) for path in (REPO / ".scripts").iterdir()]
+    assert [path for path in own_files if not is_skipped(path)] == []
 
 
 def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support.CiConfig]) -> None:

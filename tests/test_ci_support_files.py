@@ -1,0 +1,83 @@
+"""The standard-library CI-file reader (used by build-locally.py) against PyYAML; .scripts/ci_settings.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from feedstock_tools import ci_files
+
+REPO = Path(__file__).resolve().parents[1]
+CI_FILES = [*sorted((REPO / ".ci_support").glob("*.yaml")), REPO / "conda-forge.yml"]
+
+
+@pytest.mark.parametrize("path", CI_FILES, ids=lambda path: path.name)
+def test_reader_agrees_with_pyyaml_base_loader(path: Path) -> None:
+    text = path.read_text()
+    assert ci_files.parse(text) == yaml.load(text, Loader=yaml.BaseLoader)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 'it''s'\nb: \"x # not a comment\"\n",
+        "zip_keys:\n- - a\n  - b\n- - c\n  - d\n",
+        "outer:\n  inner:\n    - 1\n    - '2'  # comment\n  other: value\n",
+        "empty:\nnext: 1\n",
+        "list:\n  - a\n  - b\n",
+    ],
+)
+def test_reader_agrees_on_the_supported_shapes(text: str) -> None:
+    assert ci_files.parse(text) == yaml.load(text, Loader=yaml.BaseLoader)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: [1, 2]\n", "line 1: flow style"),
+        ("a:\n  - x\n b: 1\n", "line 3"),
+        ("a: 1\na: 2\n", "line 2: duplicate key 'a'"),
+        ("- a\n", "must be a mapping"),
+        ("a:\n  - k: v\n", "line 2: mappings inside lists"),
+    ],
+)
+def test_reader_rejects_what_it_does_not_understand(text: str, message: str) -> None:
+    with pytest.raises(ci_files.CiFileError, match=message):
+        ci_files.parse(text)
+
+
+def test_summary_of_a_cuda_configuration() -> None:
+    path = next(p for p in CI_FILES if "cuda_compiler_version13.0" in p.name and "mkl" in p.name)
+    data = yaml.safe_load(path.read_text())
+    summary = ci_files.summarize(path)
+    assert (summary.target_platform, summary.blas, summary.cuda) == ("linux-64", "mkl", "13.0")
+    assert summary.pythons == tuple(value.split(".*")[0] for value in data["python"])
+    assert summary.docker_image == data["docker_image"][0]
+
+
+@pytest.mark.parametrize(
+    ("tool", "command", "deps"),
+    [("conda-build", "conda-build", "conda-build"), ("mambabuild", "conda-mambabuild", "conda-build boa")],
+)
+def test_build_scripts_honour_conda_build_tool(tmp_path: Path, tool: str, command: str, deps: str) -> None:
+    shutil.copytree(REPO / ".scripts", tmp_path / ".scripts")
+    (tmp_path / "feedstock_tools").mkdir()
+    for module in ("__init__.py", "ci_files.py"):
+        shutil.copy2(REPO / "feedstock_tools" / module, tmp_path / "feedstock_tools")
+    forge = (REPO / "conda-forge.yml").read_text()
+    (tmp_path / "conda-forge.yml").write_text(
+        forge.replace("conda_build_tool: conda-build", f"conda_build_tool: {tool}")
+    )
+    script = tmp_path / ".scripts" / "ci_settings.py"
+
+    def setting(name: str) -> str:
+        result = subprocess.run([sys.executable, script, name], capture_output=True, text=True, check=True)
+        return result.stdout.strip()
+
+    assert (setting("build-command"), setting("build-deps")) == (command, deps)
+    assert setting("test-policy") == "native_and_emulated"
