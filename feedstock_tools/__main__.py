@@ -18,6 +18,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "deps",
     "graph",
     "cache_diff",
+    "check",
     "rehearsal",
     "recipe_render",
     "wheel_layout",

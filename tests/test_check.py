@@ -1,0 +1,145 @@
+"""``check``: the real recipe passes; a deliberately broken copy yields one finding per break."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from feedstock_tools.__main__ import main
+from feedstock_tools.check import Finding, listed_patches, patch_header_problem, run_checks
+from feedstock_tools.ci_support import DEFAULT_PINNING
+
+REPO = Path(__file__).resolve().parents[1]
+# What a rerender and the check read: the recipe, the CI files and conda-smithy's settings.
+FEEDSTOCK_PATHS = ("recipe", ".ci_support", "conda-forge.yml", ".github")
+
+GOOD_PATCH = """\
+From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: Someone <someone@example.org>
+Date: Sat, 21 Nov 2026 12:00:00 +0000
+Subject: [PATCH] example: a well-formed patch
+
+Why: the test needs a patch with a proper header.
+
+Upstream status: not submitted (test data).
+---
+ a.txt | 1 +
+ 1 file changed, 1 insertion(+)
+
+diff --git a/a.txt b/a.txt
+"""
+
+
+@pytest.fixture(scope="module")
+def real_findings() -> list[Finding]:
+    return run_checks(REPO, DEFAULT_PINNING)
+
+
+def test_real_recipe_is_consistent(real_findings: list[Finding]) -> None:
+    assert [finding.line() for finding in real_findings] == []
+
+
+def _replace_once(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{path.name} no longer contains {old!r}: update this test's break"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def broken_findings(tmp_path_factory: pytest.TempPathFactory, real_findings: list[Finding]) -> set[Finding]:
+    """A copy of the feedstock with one deliberate break per rule: the findings the breaks added."""
+    root = tmp_path_factory.mktemp("broken-feedstock")
+    for name in FEEDSTOCK_PATHS:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif source.is_file():
+            shutil.copy(source, root / name)
+    recipe = root / "recipe"
+    meta = recipe / "meta.yaml"
+    listed = listed_patches(meta.read_text(encoding="utf-8"))
+    (recipe / "patches").mkdir(exist_ok=True)
+    # patch-unlisted: a patch file nobody lists.
+    (recipe / "patches" / "0099-unlisted.patch").write_text(GOOD_PATCH)
+    # patch-missing: a listed patch that does not exist.
+    _replace_once(meta, "  patches:\n", "  patches:\n    - patches/0098-not-there.patch\n")
+    # patch-header: the first listed patch as a bare diff.
+    (recipe / listed[0]).write_text("diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n")
+    # host-drift: pytorch's host gains a package pass 1 never saw.
+    _replace_once(meta, "      host:\n        - python\n", "      host:\n        - python\n        - make\n")
+    # no-test: the metapackage loses its test.
+    _replace_once(meta, "    test:\n      imports:\n        - torch\n\nabout:", "\nabout:")
+    # build-number: CUDA builds +150 instead of +200.
+    _replace_once(meta, "{% set number = number + 200 %}", "{% set number = number + 150 %}")
+    # build-string: libtorch's string loses its BLAS part.
+    _replace_once(
+        meta,
+        "string: {{ flavour }}_{{ blas_impl }}_h{{ PKG_HASH }}_{{ PKG_BUILDNUM }}",
+        "string: {{ flavour }}_h{{ PKG_HASH }}_{{ PKG_BUILDNUM }}",
+    )
+    # ci-support: one file deleted, one edited.
+    ci_files = sorted((root / ".ci_support").glob("*.yaml"))
+    ci_files[0].unlink()
+    ci_files[1].write_text(ci_files[1].read_text() + "extra_key:\n- 1\n")
+    return set(run_checks(root, DEFAULT_PINNING)) - set(real_findings)
+
+
+@pytest.mark.parametrize(
+    ("rule", "where_part", "message_part"),
+    [
+        ("patch-unlisted", "0099-unlisted.patch", "not listed"),
+        ("patch-missing", "0098-not-there.patch", "missing"),
+        ("patch-header", "recipe/patches/", "not a git format-patch file"),
+        ("host-drift", "pytorch-2.13.0-", "host adds make"),
+        ("no-test", "pytorch-cpu-2.13.0-", "no test"),
+        ("no-test", "pytorch-gpu-2.13.0-", "no test"),
+        ("build-number", "meta.yaml", "base build number differs"),
+        ("build-string", "libtorch-2.13.0-cuda", "does not match"),
+        ("build-string", "libtorch-2.13.0-cpu", "does not match"),
+        ("ci-support", ".ci_support/", "missing:"),
+        ("ci-support", ".ci_support/", "out of date:"),
+    ],
+)
+def test_each_break_is_found(
+    broken_findings: set[Finding], rule: str, where_part: str, message_part: str
+) -> None:
+    matching = [
+        f for f in broken_findings if f.rule == rule and where_part in f.where and message_part in f.message
+    ]
+    assert matching, f"no {rule} finding about {where_part!r}; got:\n" + "\n".join(
+        sorted(f.line() for f in broken_findings)
+    )
+
+
+def test_only_the_broken_outputs_are_reported(broken_findings: set[Finding]) -> None:
+    # The string break touched libtorch only; the metapackage keeps an identical, valid string line.
+    strings = {
+        f.where.split(": ", 1)[1].split("-2.13.0-")[0] for f in broken_findings if f.rule == "build-string"
+    }
+    assert strings == {"libtorch"}
+    drift = {
+        f.where.split(": ", 1)[1].split("-2.13.0-")[0] for f in broken_findings if f.rule == "host-drift"
+    }
+    assert drift == {"pytorch"}
+
+
+def test_cli_lists_findings_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--root", str(tmp_path)]) == 1
+    assert "meta.yaml not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (GOOD_PATCH, None),
+        ("diff --git a/x b/x\n", "not a git format-patch file"),
+        (GOOD_PATCH.replace("Subject: [PATCH] example: a well-formed patch\n", ""), "no Subject: line"),
+        (GOOD_PATCH.replace("Upstream status: not submitted (test data).\n", ""), "upstream status"),
+        (GOOD_PATCH.replace("---\n", ""), "no '---' line"),
+    ],
+)
+def test_patch_header_rules(text: str, problem: str | None) -> None:
+    found = patch_header_problem(text)
+    assert (found is None) if problem is None else (found is not None and problem in found)
