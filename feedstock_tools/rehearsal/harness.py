@@ -99,6 +99,8 @@ class Rehearsal:
     standin: Path = DEFAULT_STANDIN
     progress: Progress = print
     verbose: bool = False
+    # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
+    cache_root: Path | None = None
     steps: list[Step] = field(init=False)
     skipped: list[Step] = field(init=False, default_factory=list)
     results: list[StepResult] = field(init=False, default_factory=list)
@@ -106,6 +108,7 @@ class Rehearsal:
 
     def __post_init__(self) -> None:
         self.remover = prefixes.BackgroundRemover(self.work_root / ".trash")
+
         if not self.config_path.is_file():
             raise ToolError(f"no configuration file {self.config_path}; list them with 'rehearse --list'")
         if not (self.recipe_dir / "build.sh").is_file():
@@ -145,7 +148,7 @@ class Rehearsal:
 
     @property
     def cache_dir(self) -> Path:
-        return self.work_root / ".cache"
+        return self.cache_root if self.cache_root is not None else self.work_root / ".cache"
 
     @property
     def setup_log(self) -> Path:

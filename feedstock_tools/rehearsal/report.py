@@ -95,10 +95,26 @@ def driver_report(rehearsal: Rehearsal) -> Any:
 
 
 def driver_table(report: Any) -> str:
-    """The driver's per-pass rows, whatever their exact keys: one column per key of the first row."""
+    """The driver's per-pass rows: pass, targets rebuilt, objects compiled, seconds, files staged.
+
+    Falls back to one column per plain key of the first row if the report has another shape."""
     rows = report.get("passes", report) if isinstance(report, dict) else report
     if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
         return json.dumps(report, indent=2)[:4000]
+    if all("pass_name" in row and "objects_by_target" in row for row in rows):
+        return table(
+            ["pass", "targets rebuilt", "objects compiled", "s", "files staged"],
+            [
+                [
+                    str(row["pass_name"]),
+                    ", ".join(sorted(row["objects_by_target"])) or "-",
+                    str(sum(row["objects_by_target"].values())),
+                    _cell(row.get("seconds")),
+                    _cell(row.get("staged_files")),
+                ]
+                for row in rows
+            ],
+        )
     headers = [key for key in rows[0] if not isinstance(rows[0][key], (list, dict))]
     return table(headers, [[_cell(row.get(key)) for key in headers] for row in rows])
 

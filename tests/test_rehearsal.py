@@ -1,0 +1,313 @@
+"""The megabuild rehearsal: the recipe's real build.sh and driver against the upstream stand-in.
+
+One CUDA and one CPU configuration are rehearsed once per session; the tests read what happened from
+the build directory (``.ninja_log``, ``build.ninja``, ``install_manifest.txt``), the packages the harness
+collected and prefixes assembled from them. Expected object sets come from the build's own target
+membership, never from a list written here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from feedstock_tools.rehearsal import ninja_log, report
+from feedstock_tools.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
+from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, load_config
+
+pytestmark = pytest.mark.rehearsal
+
+CI_SUPPORT = REPO_ROOT / ".ci_support"
+# Venv templates (numpy from PyPI) and the stand-in's libmagma survive between sessions here.
+CACHE = DEFAULT_WORK_ROOT / ".cache"
+LINALG = "libtorch-cuda-linalg"
+
+
+def _config(*, cuda: bool) -> Path:
+    for path in sorted(CI_SUPPORT.glob("linux_64_blas_implgeneric*.yaml")):
+        version = load_config(path).get("cuda_compiler_version", ["None"])[0]
+        if (version != "None") == cuda:
+            return path
+    pytest.fail(f"no linux-64 generic-BLAS {'CUDA' if cuda else 'CPU'} configuration in {CI_SUPPORT}")
+
+
+def _rehearse(config: Path, work_root: Path) -> Rehearsal:
+    for tool in ("cmake", "ninja", "g++", "readelf"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
+    rehearsal = Rehearsal(config, work_root=work_root, cache_root=CACHE, progress=lambda _line: None)
+    rehearsal.prepare()
+    rehearsal.run()
+    return rehearsal
+
+
+@pytest.fixture(scope="session")
+def cuda_rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
+    return _rehearse(_config(cuda=True), tmp_path_factory.mktemp("rehearsal-cuda"))
+
+
+@pytest.fixture(scope="session")
+def cpu_rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
+    return _rehearse(_config(cuda=False), tmp_path_factory.mktemp("rehearsal-cpu"))
+
+
+@pytest.fixture(params=["cuda", "cpu"])
+def rehearsal(request: pytest.FixtureRequest) -> Rehearsal:
+    return request.getfixturevalue(f"{request.param}_rehearsal")
+
+
+# ---- what the build directory says -------------------------------------------------------------------------
+def build_objects(rehearsal: Rehearsal) -> dict[str, set[str]]:
+    """Every object of the build, by CMake target, from ``ninja -t targets all``."""
+    listing = subprocess.run(
+        ["ninja", "-C", str(rehearsal.src_dir / "build"), "-t", "targets", "all"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    by_target: dict[str, set[str]] = {}
+    for line in listing.splitlines():
+        output = line.rsplit(": ", 1)[0]
+        if output.endswith(".o") and "/CMakeFiles/" in f"/{output}":
+            by_target.setdefault(ninja_log.target_of(output), set()).add(output)
+    return by_target
+
+
+def expected_objects(rehearsal: Rehearsal) -> list[set[str]]:
+    """Per step: pass 1 compiles everything; the MAGMA linalg pass the linalg objects; a pytorch pass the
+    Python bindings when its Python differs from the one torch_python was last built for; nothing else."""
+    by_target = build_objects(rehearsal)
+    everything = set().union(*by_target.values())
+    last_python = rehearsal.pass1_python
+    expected: list[set[str]] = []
+    for result in rehearsal.results:
+        step = result.step
+        if step.name == TOP_LEVEL_NAME:
+            expected.append(everything)
+        elif step.name == LINALG and step.variant.get("magma_variant") == "magma":
+            expected.append(by_target["torch_cuda_linalg"])
+        elif step.name == "pytorch":
+            expected.append(by_target["torch_python"] if step.python != last_python else set())
+            last_python = step.python
+        else:
+            expected.append(set())
+    return expected
+
+
+def test_every_step_compiled_exactly_its_objects(rehearsal: Rehearsal) -> None:
+    compiled = [result.objects for result in rehearsal.results]
+    for result, objects in zip(rehearsal.results, compiled, strict=True):
+        assert len(objects) == len(set(objects)), f"{result.step.label} compiled an object twice"
+    assert [set(objects) for objects in compiled] == expected_objects(rehearsal)
+
+
+def test_the_cuda_build_has_the_lazy_linalg_library_and_the_cpu_build_none(rehearsal: Rehearsal) -> None:
+    targets = set(build_objects(rehearsal))
+    cuda = any(result.step.name == LINALG for result in rehearsal.results)
+    assert {"c10", "torch_cpu", "torch_python", "shm"} <= targets
+    assert ({"torch_cuda", "c10_cuda", "torch_cuda_linalg"} <= targets) is cuda
+    assert (targets & {"torch_cuda", "c10_cuda", "torch_cuda_linalg"} == set()) is not cuda
+
+
+def test_compile_work_ratio_is_exactly_one(rehearsal: Rehearsal) -> None:
+    ratio = report.work_ratio(rehearsal)
+    assert ratio.pass1 > 0 and ratio.python_bindings > 0
+    assert ratio.extra_pythons == len(
+        {r.step.python for r in rehearsal.results if r.step.name == "pytorch"} - {rehearsal.pass1_python}
+    )
+    assert ratio.compiled == ratio.expected, ratio.formula()
+
+
+def test_the_driver_report_agrees_with_the_ninja_log(rehearsal: Rehearsal) -> None:
+    driver = report.driver_report(rehearsal)
+    assert driver is not None, f"the driver wrote no {report.DRIVER_REPORT}"
+    passes = driver["passes"]
+    scripted = [result for result in rehearsal.results if result.step.has_script]
+    assert len(passes) == len(scripted)
+    for record, result in zip(passes, scripted, strict=True):
+        assert record["package"] == result.step.name
+        assert sorted(record["objects_compiled"]) == sorted(result.objects), record["pass_name"]
+
+
+# ---- MAGMA ----------------------------------------------------------------------------------------------
+def needed(library: Path) -> set[str]:
+    dynamic = subprocess.run(
+        ["readelf", "-d", str(library)], check=True, capture_output=True, text=True
+    ).stdout
+    return set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic))
+
+
+def package_of(rehearsal: Rehearsal, label: str) -> StepResult:
+    return next(result for result in rehearsal.results if result.step.label == label)
+
+
+def test_magma_and_nomagma_linalg_differ_exactly_by_the_magma_link(cuda_rehearsal: Rehearsal) -> None:
+    libraries = {
+        variant: package_of(cuda_rehearsal, f"{LINALG}-{variant}").package_dir / "lib/libtorch_cuda_linalg.so"
+        for variant in ("magma", "nomagma")
+    }
+    with_magma, without = needed(libraries["magma"]), needed(libraries["nomagma"])
+    assert "libtorch_cpu.so" in without
+    assert with_magma - without == {"libmagma.so"}
+    assert without - with_magma == set()
+
+
+# ---- packages ---------------------------------------------------------------------------------------------
+def test_the_top_level_build_packages_nothing(rehearsal: Rehearsal) -> None:
+    top = rehearsal.results[0]
+    assert top.step.name == TOP_LEVEL_NAME
+    assert top.new_files == []
+
+
+def test_packages_of_different_names_share_no_file(rehearsal: Rehearsal) -> None:
+    owners: dict[str, set[str]] = {}
+    for result in rehearsal.results:
+        if result.step.name == TOP_LEVEL_NAME:
+            continue
+        for path in result.new_files:
+            owners.setdefault(path, set()).add(result.step.name)
+    shared = {path: names for path, names in owners.items() if len(names) > 1}
+    assert shared == {}
+
+
+def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) -> None:
+    """CMake's install tree goes to libtorch, libtorch-cuda-linalg or pytorch (libtorch_python), and each
+    pytorch package holds its Python's setuptools tree; no package holds anything else but dist-info."""
+    install_root = rehearsal.src_dir / "torch"
+    manifest = (rehearsal.src_dir / "build" / "install_manifest.txt").read_text().split()
+    installed = {Path(path).relative_to(install_root).as_posix() for path in manifest}
+    packaged: dict[str, set[str]] = {}
+    for result in rehearsal.results[1:]:
+        for path in result.new_files:
+            packaged.setdefault(path, set()).add(result.step.name)
+    misplaced = {
+        path: sorted(packaged.get(path, ())) for path in installed if len(packaged.get(path, ())) != 1
+    }
+    assert misplaced == {}, "installed files in no package or in packages of several names"
+
+    accounted = set(installed)
+    for result in rehearsal.results:
+        if result.step.name != "pytorch":
+            continue
+        site = f"lib/python{result.step.python}/site-packages/"
+        tag = result.step.python.replace(".", "")
+        setuptools_tree = next((rehearsal.src_dir / "build").glob(f"lib.*-cpython-{tag}"))
+        python_files = {
+            f"{site}{path.relative_to(setuptools_tree).as_posix()}"
+            for path in setuptools_tree.rglob("*")
+            if path.is_file()
+            and path.relative_to(setuptools_tree).parts[1] not in ("lib", "include", "share", "bin")
+        }
+        assert python_files <= set(result.new_files), f"{result.step.label} lacks setuptools files"
+        assert any(name.startswith(f"{site}torch/_C.cpython-{tag}") for name in python_files)
+        accounted |= python_files
+        links = {f"{site}torch/{name}" for name in ("lib", "include", "share", "bin")}
+        assert links <= set(result.new_files), f"{result.step.label} lacks the links into $PREFIX"
+        accounted |= links
+    extra = {
+        path
+        for result in rehearsal.results
+        for path in result.new_files
+        if path not in accounted and ".dist-info/" not in path
+    }
+    assert extra == set()
+
+
+def test_import_torch_in_a_prefix_made_from_the_packages(rehearsal: Rehearsal) -> None:
+    checks = report.import_checks(rehearsal)
+    pythons = sorted({r.step.python for r in rehearsal.results if r.step.name == "pytorch"})
+    assert pythons, "no pytorch package was built"
+    assert all(check.ok for check in checks), [check for check in checks if not check.ok]
+    for python in pythons:
+        tag = python.replace(".", "")
+        ours = [check for check in checks if check.label.endswith(f"pytorch-py{python}")]
+        assert ours, f"no import check for Python {python}"
+        for check in ours:
+            assert '"version": "2.13.0"' in check.detail
+            assert f"_C.cpython-{tag}" in check.detail
+            cuda = LINALG in check.label
+            assert f'"cuda": {str(cuda).lower()}' in check.detail
+            magma = f"{LINALG}-magma+" in check.label
+            assert f'"has_magma": {str(magma).lower()}' in check.detail
+
+
+# ---- driver errors: one line, non-zero exit, nothing staged ----------------------------------------------
+@pytest.fixture(scope="session")
+def pass1_only(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
+    """A CPU rehearsal stopped after pass 1 and libtorch: the work directory the error cases disturb."""
+    rehearsal = Rehearsal(
+        _config(cuda=False),
+        work_root=tmp_path_factory.mktemp("rehearsal-errors"),
+        cache_root=CACHE,
+        progress=lambda _line: None,
+    )
+    rehearsal.prepare()
+    for step in rehearsal.steps[:2]:
+        assert rehearsal.run_step(step).ok, step.label
+    return rehearsal
+
+
+def pytorch_step(rehearsal: Rehearsal, *, other_python: bool) -> object:
+    steps = [step for step in rehearsal.steps if step.name == "pytorch"]
+    chosen = [step for step in steps if (step.python != rehearsal.pass1_python) == other_python]
+    if not chosen:
+        pytest.skip("needs a second local CPython for a pytorch pass with another Python")
+    return chosen[0]
+
+
+def assert_failed_cleanly(result: StepResult, *words: str) -> None:
+    assert result.returncode != 0
+    assert result.new_files == [], "a failing pass staged files"
+    assert result.package_dir is None
+    last = result.last_line()
+    assert last.startswith("megabuild error: "), last
+    for word in words:
+        assert word in last, last
+
+
+def test_unknown_pkg_name(pass1_only: Rehearsal) -> None:
+    step = dataclasses.replace(pass1_only.steps[1], name="libtorch-extras")
+    assert_failed_cleanly(pass1_only.run_step(step), "PKG_NAME", "libtorch-extras")
+
+
+def test_pytorch_without_pass_1(pass1_only: Rehearsal, tmp_path: Path) -> None:
+    fresh = Rehearsal(
+        pass1_only.config_path, work_root=tmp_path, cache_root=CACHE, progress=lambda _line: None
+    )
+    fresh.prepare()
+    result = fresh.run_step(pytorch_step(fresh, other_python=False))
+    assert_failed_cleanly(result, "pass 1")
+    assert not (fresh.src_dir / "build" / "CMakeCache.txt").exists()
+
+
+def test_pytorch_with_a_cache_lacking_the_python_entries(pass1_only: Rehearsal) -> None:
+    from megabuild.cmake_cache import CMakeCache
+
+    cache_path = pass1_only.src_dir / "build" / "CMakeCache.txt"
+    original = cache_path.read_bytes()
+    try:
+        cache = CMakeCache.load(cache_path)
+        for key in [k for k in cache.entries if k.startswith(("Python_", "_Python_"))]:
+            cache.remove(key)
+        cache.write(cache_path)
+        result = pass1_only.run_step(pytorch_step(pass1_only, other_python=True))
+    finally:
+        cache_path.write_bytes(original)
+    assert_failed_cleanly(result, "Python_EXECUTABLE")
+
+
+def test_a_failing_compile_stops_the_pass(pass1_only: Rehearsal) -> None:
+    source = pass1_only.src_dir / "torch" / "csrc" / "utils" / "arith.cpp"
+    original = source.read_bytes()
+    try:
+        source.write_bytes(original + b"\n#error broken on purpose by test_rehearsal\n")
+        result = pass1_only.run_step(pytorch_step(pass1_only, other_python=True))
+    finally:
+        source.write_bytes(original)
+    assert_failed_cleanly(result)
+    assert "broken on purpose" in result.log.read_text()
