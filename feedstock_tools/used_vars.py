@@ -7,9 +7,10 @@ driven by ``conda_build/metadata.py: MetaData.get_used_vars``). A key counts as 
 - in a selector (``# [cuda_compiler_version != "None"]``), searched in the text *before* selectors
   are applied, so a selector for another platform still counts;
 - at the start of a Jinja expression (``{{ blas_impl }}``, ``{{ pin_compatible('numpy') }}``), in a
-  ``{% set %}`` or ``{% if %}`` statement, through ``{{ compiler('cuda') }}`` (for ``cuda_compiler``
-  and ``cuda_compiler_version``) or ``{{ stdlib('c') }}`` (for ``c_stdlib`` and ``c_stdlib_version``),
-  or as a bare requirement name (``- libblas``), searched in the text *after* selectors are applied;
+  ``{% set %}``, ``{% if %}`` or ``{% for ... in %}`` statement, through ``{{ compiler('cuda') }}``
+  (for ``cuda_compiler`` and ``cuda_compiler_version``) or ``{{ stdlib('c') }}`` (for ``c_stdlib``
+  and ``c_stdlib_version``), or as a bare requirement name (``- libblas``), searched in the text
+  *after* selectors are applied;
 - as ``$key`` or ``${key}`` in the output's ``.sh`` script.
 
 A use that is only a run requirement does not count. Since conda-build 24.11 a key must be followed
@@ -74,6 +75,7 @@ def find_used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = F
                 rf"\{{\{{-?\s*(?:pin_[a-z]+\(\s*['\"])?{re.escape(key)}(?![\w])[^}}]*\}}\}}",
                 rf"\{{%-?\s*set\s[^%]*?{key_re}[^%]*%\}}",
                 rf"(?:^|[^{{])\{{%-?\s*(?:el)?if\s[^%]*?{key_re}[^%]*%\}}",
+                rf"(?:^|[^{{])\{{%-?\s*for\s.*\sin\s[^%]*?{key_re}[^%]*%\}}",
                 rf"^\s+-\s+{requirement_name}\s*(?:\s[\[#]|$)",
             ]
         combined = re.compile("|".join(patterns))

@@ -219,6 +219,7 @@ def test_migrations_apply_in_timestamp_order() -> None:
         ('{% set tools = ["python >=3.10"] %}', {"python"}),
         ('{% set x = "python_min" %}', {"python_min"}),
         ('{% if python_min != "" %}', {"python_min"}),
+        ("{% for v in python %}", {"python"}),
     ],
 )
 def test_used_variable_scan(text: str, found: set[str]) -> None:
