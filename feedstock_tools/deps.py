@@ -37,6 +37,7 @@ class Dependency:
     python_name: str | None = None  # PyPI name, looked up in wheel METADATA and requirement files
     upstream_files: tuple[FileVersion, ...] = ()  # tried in order, before the requirement files
     wheel_first: bool = True  # whether a wheel's declaration outranks the tree's files
+    wheel_names: tuple[str, ...] = ()  # other PyPI names a CUDA wheel requires it under (nvidia-*-cu13 ...)
 
 
 _CI = ".ci/docker"
@@ -55,12 +56,15 @@ DEPENDENCIES: tuple[Dependency, ...] = (
             ),
         ),
         wheel_first=False,
+        wheel_names=("cuda-toolkit", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12"),
     ),
     Dependency(
         "cudnn",
         ("libcudnn-dev", "cudnn"),
         ("libcudnn_dev", "cudnn"),
         upstream_files=(FileVersion(f"{_CI}/common/install_cuda.sh", r"CUDNN_VERSION=([\d.]+)", every=True),),
+        wheel_first=False,
+        wheel_names=("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"),
     ),
     Dependency(
         "magma",
@@ -109,6 +113,8 @@ DEPENDENCIES: tuple[Dependency, ...] = (
                 r"NCCL_MAJOR\s*:=\s*(\d+).*?NCCL_MINOR\s*:=\s*(\d+).*?NCCL_PATCH\s*:=\s*(\d+)",
             ),
         ),
+        wheel_first=False,
+        wheel_names=("nvidia-nccl-cu13", "nvidia-nccl-cu12"),
     ),
     Dependency(
         "protobuf",
@@ -182,6 +188,9 @@ def _upstream(
             return None
         if dependency.python_name and dependency.python_name in wheel.requires:
             return [wheel.requires[dependency.python_name]], "wheel METADATA Requires-Dist"
+        for name in dependency.wheel_names:
+            if name in wheel.requires:
+                return [wheel.requires[name]], f"wheel METADATA Requires-Dist ({name})"
         if dependency.name == "cuda" and wheel.cuda:
             return [wheel.cuda], "wheel torch/version.py"
         return None
@@ -278,8 +287,12 @@ def _load_recipe(
         return {}, {}
 
 
-def _compare(upstream_values: list[str], recipe_values: list[str], cf_values: list[str]) -> tuple[bool, str]:
+def _compare(
+    upstream_values: list[str], recipe_values: list[str], cf_values: list[str], required_by_wheel: bool
+) -> tuple[bool, str]:
     """Whether what conda installs (the recipe's bound, else conda-forge's pin) agrees with upstream."""
+    if required_by_wheel and upstream_values and not recipe_values:
+        return False, "the upstream wheel requires it at run time; the recipe does not list it"
     constraining = [value for value in recipe_values if value != "*"]
     agree, reason = values_agree(upstream_values, constraining or cf_values)
     bounded = [value for value in upstream_values if value not in ("*", "")]
@@ -312,7 +325,8 @@ def build_table(
             | set(_first_present(recipe_variant_pins, dependency.pinning_keys))
         )
         cf_values = _first_present(cf_pins, dependency.pinning_keys)
-        agree, reason = _compare(upstream_values, recipe_values, cf_values)
+        from_wheel = source.startswith("wheel METADATA")
+        agree, reason = _compare(upstream_values, recipe_values, cf_values, from_wheel)
         rows.append(
             Row(
                 package=dependency.name,

@@ -92,7 +92,16 @@ def values_agree(upstream: Sequence[str], conda: Sequence[str]) -> tuple[bool, s
     return True, ""
 
 
+def _exact(value: str) -> str:
+    """``==13.0.3`` -> ``13.0.3``: an exact pin is a concrete version (so conda's ``13.0`` matches it)."""
+    stripped = value.strip()
+    if stripped.startswith("==") and "," not in stripped and "*" not in stripped:
+        return stripped[2:].strip()
+    return stripped
+
+
 def _agree(upstream: str, conda: str) -> bool:
+    upstream, conda = _exact(upstream), _exact(conda)
     upstream_bound, conda_bound = is_bound(upstream), is_bound(conda)
     if upstream_bound and conda_bound:
         return _normalise_bound(upstream) == _normalise_bound(conda)

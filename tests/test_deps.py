@@ -18,6 +18,10 @@ from feedstock_tools.upstream_versions import normalise_name, parse_requirement
 from feedstock_tools.version_compare import satisfies, values_agree
 
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+# The header of PyPI's CUDA build of torch 2.13.0 (its PEP 658 METADATA file, long description dropped).
+CUDA_WHEEL_METADATA = (
+    Path(__file__).parent / "test_deps_data" / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl.metadata"
+)
 
 # What the test tree below records, laid out where upstream PyTorch records it (.ci/docker install
 # scripts and pin files, vendored submodules' version files, requirement files).
@@ -247,6 +251,31 @@ def test_real_recipe_carries_every_requirement_of_the_real_wheel() -> None:
     # The recipe's CUDA versions are the ones conda-forge's pinning (with migrations) builds.
     rows = _rows(table)
     assert rows["cuda"]["recipe"] == rows["cuda"]["conda_forge"]
+
+
+def test_cuda_wheel_metadata_fills_the_cuda_rows() -> None:
+    metadata = Parser().parsestr(CUDA_WHEEL_METADATA.read_text())
+    declared = {}
+    for line in metadata.get_all("Requires-Dist"):
+        parsed = parse_requirement(line)
+        if parsed and "extra" not in parsed[2]:
+            declared[parsed[0]] = parsed[1]
+    table = build_table(None, CUDA_WHEEL_METADATA, DEFAULT_RECIPE, DEFAULT_PINNING, "linux-64")
+    rows = _rows(table)
+    for package, wheel_name in (
+        ("cuda", "cuda-toolkit"),
+        ("cudnn", "nvidia-cudnn-cu13"),
+        ("nccl", "nvidia-nccl-cu13"),
+    ):
+        assert rows[package]["upstream"] == [declared[wheel_name]]
+        assert rows[package]["source"] == f"wheel METADATA Requires-Dist ({wheel_name})"
+    assert rows["triton"]["upstream"] == [declared["triton"]]
+    # The PyPI build uses one CUDA; conda-forge builds two, so the older one is flagged.
+    assert rows["cuda"]["mismatch"] and "12.9" in rows["cuda"]["reason"]
+    # An exact wheel pin agrees with conda-forge's major pin.
+    assert not rows["nccl"]["mismatch"] and not rows["cudnn"]["mismatch"]
+    if not rows["triton"]["recipe"]:
+        assert rows["triton"]["mismatch"], "a run requirement of the wheel the recipe lacks is flagged"
 
 
 RECIPE = """
