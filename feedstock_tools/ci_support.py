@@ -645,7 +645,10 @@ def render_platform(
     spec = combined_spec(root, pinning_dir, subdir, environ, settings.recipe_dir)
     loops = spec_loop_keys(spec)
     try:
-        input_variants = explode(reduce_spec(spec, relevant_keys(spec, recipe_path) | ALWAYS_KEEP))
+        relevant = (
+            relevant_keys(spec, recipe_path) | ALWAYS_KEEP | {"github_actions_labels", "target_platform"}
+        )
+        input_variants = explode(reduce_spec(spec, relevant))
     except ValueError as exc:
         raise ToolError(f"{subdir}: zip_keys groups of unequal length after migrations: {exc}") from exc
     scan = scan_recipe(recipe_path, subdir, build_subdir, input_variants)
