@@ -54,7 +54,8 @@ if args[:1] == ["run"]:
     subdir = artifacts / config.split("_")[0]
     subdir.mkdir(parents=True, exist_ok=True)
     (subdir / f"pytorch-2.13.0-{{config}}.conda").write_text("stand-in package")
-    (artifacts / f"conda-forge-build-done-{{config}}").touch()
+    if os.environ.get("DOCKER_STANDIN_MARKER") != "skip":
+        (artifacts / f"conda-forge-build-done-{{config}}").touch()
 sys.exit(0)
 '''
 
@@ -213,6 +214,12 @@ def test_debug_and_build_knobs_reach_the_container(feedstock: Feedstock) -> None
         "1",
     )
     assert "DEBUG" not in env
+
+
+def test_build_without_the_done_marker_fails(feedstock: Feedstock) -> None:
+    """A container that exits 0 without reaching build_steps.sh's last step is a failed build."""
+    result = feedstock.run(LINUX_NAMES[0], extra_env={"DOCKER_STANDIN_MARKER": "skip"})
+    assert result.returncode != 0
 
 
 # --- selection ---------------------------------------------------------------------------------------------
