@@ -278,3 +278,22 @@ def test_dump_sorts_keys_quotes_numbers_and_orders_pins(rendered: list[ci_suppor
 def test_missing_pinning_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="pass --pinning"):
         ci_support.render_all(REPO, tmp_path)
+
+
+def test_break_up_splits_on_top_level_keys_and_keeps_the_rest_as_lists() -> None:
+    values = {
+        "cuda_compiler_version": ["None", "12.9"],
+        "c_compiler_version": ["15", "14"],
+        "blas_impl": ["mkl", "generic"],
+        "python": ["3.11.* *_cpython", "3.10.* *_cpython"],
+        "zip_keys": [["c_compiler_version", "cuda_compiler_version"]],
+    }
+    configs = ci_support._break_up({"cuda_compiler_version", "c_compiler_version", "blas_impl"}, values)
+    assert len(configs) == 4
+    rows = {(c["blas_impl"][0], c["cuda_compiler_version"][0], c["c_compiler_version"][0]) for c in configs}
+    assert rows == {
+        (b, cuda, cc) for b in ("mkl", "generic") for cuda, cc in (("None", "15"), ("12.9", "14"))
+    }
+    for config in configs:
+        assert config["python"] == ["3.10.* *_cpython", "3.11.* *_cpython"]
+        assert config["zip_keys"] == [["c_compiler_version", "cuda_compiler_version"]]
