@@ -18,7 +18,7 @@ Examples:
   ./build-locally.py --list
   ./build-locally.py linux_64_blas_implmklc_compiler_version14  # one CUDA 12.9 MKL build
   ./build-locally.py --match '*cuda_compiler_version1*' --prune  # every CUDA build in a row
-  ./build-locally.py osx_arm64 --dry-run                         # print what would run
+  OSX_SDK_DIR=SDKs ./build-locally.py osx_arm64 --dry-run        # print what would run
   ./build-locally.py 'linux_64_blas_implgeneric*2.28*' --debug --output-id 'pytorch-*'
   ./build-locally.py --rehearse                                  # the offline megabuild rehearsal
 
