@@ -54,9 +54,10 @@ def configurations() -> list[Path]:
 def resolve_config(name: str | None) -> Path:
     if name:
         path = Path(name)
-        if path.suffix == ".yaml" and path.is_file():
+        if name.endswith(".yaml") and path.is_file():
             return path
-        candidate = CI_SUPPORT / f"{path.stem}.yaml"
+        # Config names contain dots ("...version2.17cuda..."), so never treat them as file suffixes.
+        candidate = CI_SUPPORT / (path.name if name.endswith(".yaml") else f"{path.name}.yaml")
         if candidate.is_file():
             return candidate
         raise ToolError(f"no configuration {name!r} in {CI_SUPPORT}; list them with 'rehearse --list'")
@@ -87,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
     )
     print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
+    local = harness.local_subdir()
+    target = rehearsal.steps[0].variant.get("target_platform", local)
+    if target != local:
+        print(f"   target_platform {target} is rehearsed with this machine's compilers ({local})")
     rehearsal.prepare()
     for step in rehearsal.skipped:
         print(f"   skipped {step.label}: CPython {step.python} is not on this machine")

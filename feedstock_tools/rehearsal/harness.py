@@ -43,9 +43,15 @@ _DROPPED_PREFIXES = (
 _DROPPED_NAMES = ("PYENV_VERSION", "MAGMA_HOME", "CUDA_HOME", "LDFLAGS", "CFLAGS", "CXXFLAGS", "CPPFLAGS")
 # Host requirement names the harness provides from the stand-in's tiny libmagma.
 _MAGMA_NAMES = ("libmagma", "libmagma-devel")
-_PLATFORMS = {("Linux", "x86_64"): "linux-64", ("Linux", "aarch64"): "linux-aarch64"}
 
 Progress = Callable[[str], None]
+
+
+def local_subdir() -> str:
+    """conda's name for this machine's platform (build_platform)."""
+    system = {"Linux": "linux", "Darwin": "osx"}.get(platform.system(), platform.system().lower())
+    machine = {"x86_64": "64", "AMD64": "64", "aarch64": "aarch64", "arm64": "arm64"}.get(platform.machine())
+    return f"{system}-{machine or platform.machine()}"
 
 
 def brings_libmagma(step: Step) -> bool:
@@ -116,6 +122,12 @@ class Rehearsal:
                 f"{self.recipe_dir}/build.sh is missing; the rehearsal runs the recipe's build.sh"
             )
         self.steps = plan_steps(self.config_path, self.recipe_dir)
+        target = self.steps[0].variant.get("target_platform", local_subdir())
+        if target.split("-")[0] != local_subdir().split("-")[0]:
+            raise ToolError(
+                f"{self.config_path.name} targets {target}; the stand-in builds with this machine's "
+                f"compilers, so rehearse a {local_subdir().split('-')[0]} configuration here"
+            )
 
     # ---- layout ------------------------------------------------------------------------------------------
     @property
@@ -192,7 +204,8 @@ class Rehearsal:
             for key, value in os.environ.items()
             if not key.startswith(_DROPPED_PREFIXES) and key not in _DROPPED_NAMES
         }
-        subdir = _PLATFORMS.get((platform.system(), platform.machine()), "linux-64")
+        build_subdir = local_subdir()
+        target_subdir = step.variant.get("target_platform", build_subdir)
         py = step.python
         env.update(
             {
@@ -214,9 +227,9 @@ class Rehearsal:
                 "STDLIB_DIR": str(self.prefix / "lib" / f"python{py}"),
                 "CPU_COUNT": str(os.cpu_count() or 1),
                 "SHLIB_EXT": ".so",
-                "target_platform": subdir,
-                "build_platform": subdir,
-                "SUBDIR": subdir,
+                "target_platform": target_subdir,
+                "build_platform": build_subdir,
+                "SUBDIR": target_subdir,
                 "ARCH": "64",
                 "PATH": os.pathsep.join(
                     [str(self.prefix / "bin"), str(self.build_prefix / "bin"), os.environ.get("PATH", "")]

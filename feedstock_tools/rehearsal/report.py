@@ -66,6 +66,13 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def target_list(targets: list[str], shown: int = 3) -> str:
+    """Target names for a table cell; a long list (pass 1 compiles them all) as a count."""
+    if not targets:
+        return "-"
+    return ", ".join(targets) if len(targets) <= shown else f"{len(targets)} targets"
+
+
 def steps_table(results: list[StepResult]) -> str:
     rows = []
     for index, result in enumerate(results, start=1):
@@ -77,7 +84,7 @@ def steps_table(results: list[StepResult]) -> str:
                 "ok" if result.ok else f"exit {result.returncode}",
                 f"{result.seconds:.1f}",
                 str(len(result.objects)),
-                ", ".join(targets) or "-",
+                target_list(targets),
                 str(len(result.new_files)),
             ]
         )
@@ -107,7 +114,7 @@ def driver_table(report: Any) -> str:
             [
                 [
                     str(row["pass_name"]),
-                    ", ".join(sorted(row["objects_by_target"])) or "-",
+                    target_list(sorted(row["objects_by_target"])),
                     str(sum(row["objects_by_target"].values())),
                     _cell(row.get("seconds")),
                     _cell(row.get("staged_files")),
