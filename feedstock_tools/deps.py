@@ -9,6 +9,7 @@ unreadable one leaves its column empty and adds a note.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -19,7 +20,13 @@ from feedstock_tools.conda_pins import PinReadError, conda_forge_pins, read_vari
 from feedstock_tools.errors import ToolError
 from feedstock_tools.selectors import KNOWN_SUBDIRS
 from feedstock_tools.source_tree import SourceTree, open_tree
-from feedstock_tools.upstream_versions import FileVersion, WheelMetadata, read_wheel, tree_requirement
+from feedstock_tools.upstream_versions import (
+    REQUIREMENT_FILES,
+    FileVersion,
+    WheelMetadata,
+    read_wheel,
+    tree_requirement,
+)
 from feedstock_tools.version_compare import values_agree
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -228,6 +235,12 @@ RENDER_VARIANTS: tuple[dict[str, Any], ...] = (
 )
 
 
+def _read_from_tarball(path: str) -> bool:
+    """Whether the table may read this file of a release tarball (its version files and requirement lists)."""
+    patterns = [locator.path for dependency in DEPENDENCIES for locator in dependency.upstream_files]
+    return any(fnmatch.fnmatch(path, pattern) for pattern in [*patterns, *REQUIREMENT_FILES])
+
+
 def _load_upstream(
     upstream: Path | None, wheel: Path | None, notes: list[str]
 ) -> tuple[SourceTree | None, WheelMetadata | None]:
@@ -236,7 +249,7 @@ def _load_upstream(
         notes.append("no upstream source tree given (--upstream): upstream values from the wheel only")
     else:
         try:
-            tree = open_tree(upstream)
+            tree = open_tree(upstream, wanted=_read_from_tarball)
         except (ValueError, OSError) as exc:
             notes.append(f"upstream tree unreadable ({exc}): upstream values from the wheel only")
     wheel_metadata = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import tarfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -39,28 +40,41 @@ class DirectoryTree:
 
 
 class TarballTree:
-    def __init__(self, archive: Path) -> None:
+    """A release tarball, read in one streaming pass: names of every file, contents of the wanted ones.
+
+    A gzip stream cannot seek backwards cheaply, so the files the caller may read (``wanted``, matched on
+    the path below the top-level directory) are kept in memory during the single pass.
+    """
+
+    def __init__(self, archive: Path, wanted: Callable[[str], bool] = lambda name: True) -> None:
         self.archive = archive
         self.label = str(archive)
-        with tarfile.open(archive) as tar:
-            members = [member for member in tar.getmembers() if member.isfile()]
-        prefix = _common_top_directory([member.name for member in members])
-        self._members = {member.name[len(prefix) :]: member.name for member in members}
+        names: list[str] = []
+        contents: dict[str, bytes] = {}
+        with tarfile.open(archive, mode="r|*") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                names.append(member.name)
+                top, _, below = member.name.partition("/")
+                if wanted(below or top) or wanted(member.name):
+                    handle = tar.extractfile(member)
+                    if handle is not None:
+                        contents[member.name] = handle.read()
+        prefix = _common_top_directory(names)
+        self._names = sorted(name[len(prefix) :] for name in names)
+        self._contents = {name[len(prefix) :]: data for name, data in contents.items()}
 
     def read_text(self, relative: str) -> str | None:
-        name = self._members.get(relative)
-        if name is None:
-            return None
-        with tarfile.open(self.archive) as tar:
-            handle = tar.extractfile(name)
-            return None if handle is None else handle.read().decode("utf-8", errors="replace")
+        data = self._contents.get(relative)
+        return None if data is None else data.decode("utf-8", errors="replace")
 
     def glob(self, pattern: str) -> list[str]:
-        return sorted(
+        return [
             name
-            for name in self._members
+            for name in self._names
             if fnmatch.fnmatch(name, pattern) or PurePosixPath(name).match(pattern)
-        )
+        ]
 
 
 def _common_top_directory(names: list[str]) -> str:
@@ -71,12 +85,15 @@ def _common_top_directory(names: list[str]) -> str:
     return ""
 
 
-def open_tree(path: Path) -> SourceTree:
-    """A directory or a tar archive as a :class:`SourceTree`; ``ValueError`` if it is neither."""
+def open_tree(path: Path, wanted: Callable[[str], bool] = lambda name: True) -> SourceTree:
+    """A directory or a tar archive as a :class:`SourceTree`; ``ValueError`` if it is neither.
+
+    ``wanted`` names the files a tarball's contents are kept for (a directory is read on demand).
+    """
     if path.is_dir():
         return DirectoryTree(path)
     if path.is_file() and tarfile.is_tarfile(path):
-        return TarballTree(path)
+        return TarballTree(path, wanted)
     if not path.exists():
         raise ValueError(f"{path} does not exist")
     raise ValueError(f"{path} is neither a directory nor a tar archive")
