@@ -178,6 +178,16 @@ def upstream_tree(tmp_path: Path) -> Path:
     return make_pytorch_shaped_tree(tmp_path / "pytorch-v2.13.0")
 
 
+def _run_requirements(metadata_text: str) -> dict[str, str]:
+    """Requires-Dist of a METADATA text read with the email parser, optional extras left out."""
+    declared = {}
+    for line in Parser().parsestr(metadata_text).get_all("Requires-Dist"):
+        parsed = parse_requirement(line)
+        if parsed and "extra" not in parsed[2]:
+            declared[parsed[0]] = parsed[1]
+    return declared
+
+
 def _rows(table: Table) -> dict[str, dict]:
     return {row.package: row.__dict__ for row in table.rows}
 
@@ -211,12 +221,7 @@ def test_release_tarball_gives_the_same_upstream_column(upstream_tree: Path, tmp
 @pytest.mark.skipif(not TORCH_WHEEL.is_file(), reason=f"{TORCH_WHEEL} not present")
 def test_real_wheel_and_shared_pinning(tmp_path: Path) -> None:
     with zipfile.ZipFile(TORCH_WHEEL) as wheel:
-        metadata = Parser().parsestr(wheel.read("torch-2.13.0+cpu.dist-info/METADATA").decode())
-    declared = {}
-    for line in metadata.get_all("Requires-Dist"):
-        parsed = parse_requirement(line)
-        if parsed and "extra" not in parsed[2]:
-            declared[parsed[0]] = parsed[1]
+        declared = _run_requirements(wheel.read("torch-2.13.0+cpu.dist-info/METADATA").decode())
     assert declared, "the wheel declares run requirements"
 
     table = build_table(None, TORCH_WHEEL, tmp_path / "no-recipe", DEFAULT_PINNING, "linux-64")
@@ -254,12 +259,7 @@ def test_real_recipe_carries_every_requirement_of_the_real_wheel() -> None:
 
 
 def test_cuda_wheel_metadata_fills_the_cuda_rows() -> None:
-    metadata = Parser().parsestr(CUDA_WHEEL_METADATA.read_text())
-    declared = {}
-    for line in metadata.get_all("Requires-Dist"):
-        parsed = parse_requirement(line)
-        if parsed and "extra" not in parsed[2]:
-            declared[parsed[0]] = parsed[1]
+    declared = _run_requirements(CUDA_WHEEL_METADATA.read_text())
     table = build_table(None, CUDA_WHEEL_METADATA, DEFAULT_RECIPE, DEFAULT_PINNING, "linux-64")
     rows = _rows(table)
     for package, wheel_name in (
