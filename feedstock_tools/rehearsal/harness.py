@@ -28,19 +28,14 @@ DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
 PACKAGE_VERSION = "2.13.0"
-# Environment variables of the caller that would leak into the upstream build (EnvVarForwarding picks
-# up USE_*/BUILD_*/CMAKE_*) or into the interpreters; the rehearsal starts without them.
-_DROPPED_PREFIXES = (
-    "USE_",
-    "BUILD_",
-    "CMAKE_",
-    "TORCH_",
-    "CONDA_",
-    "VIRTUAL_ENV",
-    "PYTHONPATH",
-    "PYTHONHOME",
-)
-_DROPPED_NAMES = ("PYENV_VERSION", "MAGMA_HOME", "CUDA_HOME", "LDFLAGS", "CFLAGS", "CXXFLAGS", "CPPFLAGS")
+# conda-build gives a build script a fresh environment: its own variables plus a few inherited ones
+# (conda-build's docs, "Environment variables"), and whatever the recipe's build/script_env lists. The
+# caller's debugging knobs the driver honours are passed through the same way.
+INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "MAKEFLAGS",
+             "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")  # fmt: skip
+CALLER_KNOBS = ("DEBUG", "REL_WITH_DEB_INFO", "MAX_JOBS", "MEGABUILD_VERBOSE", "MEGABUILD_STRICT")
+# After the prefixes: the system directories that hold cmake, ninja and the compilers.
+SYSTEM_PATH = os.pathsep.join(("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"))
 # Host requirement names the harness provides from the stand-in's tiny libmagma.
 _MAGMA_NAMES = ("libmagma", "libmagma-devel")
 
@@ -198,12 +193,8 @@ class Rehearsal:
 
     # ---- one step ----------------------------------------------------------------------------------------
     def environment(self, step: Step) -> dict[str, str]:
-        """What conda-build exports to a build script (plus the caller's environment, minus build knobs)."""
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(_DROPPED_PREFIXES) and key not in _DROPPED_NAMES
-        }
+        """What conda-build exports to a build script."""
+        env = {key: os.environ[key] for key in (*INHERITED, *CALLER_KNOBS) if key in os.environ}
         build_subdir = local_subdir()
         target_subdir = step.variant.get("target_platform", build_subdir)
         py = step.python
@@ -231,8 +222,10 @@ class Rehearsal:
                 "build_platform": build_subdir,
                 "SUBDIR": target_subdir,
                 "ARCH": "64",
+                # conda-build's documented value on Unix; upstream's setup.py obeys it
+                "CMAKE_GENERATOR": "Unix Makefiles",
                 "PATH": os.pathsep.join(
-                    [str(self.prefix / "bin"), str(self.build_prefix / "bin"), os.environ.get("PATH", "")]
+                    [str(self.prefix / "bin"), str(self.build_prefix / "bin"), SYSTEM_PATH]
                 ),
             }
         )

@@ -2,8 +2,10 @@
 
 What it reproduces (see docs/rehearsal.md and ../../docs/architecture.md):
 - every command except clean/egg_info/sdist/dist_info first builds the CMake project in ``build/``;
-- CMake is configured (Ninja) only when ``build/CMakeCache.txt`` or ``build/build.ninja`` is missing,
-  or when ``CMAKE_FRESH=1``; later runs only do ``cmake --build build --target install``;
+- CMake is configured only when ``build/CMakeCache.txt`` (or, with Ninja, ``build/build.ninja``) is
+  missing, or when ``CMAKE_FRESH=1``; later runs only do ``cmake --build build --target install``;
+- the generator is Ninja when ninja is on PATH and USE_NINJA is not negative, unless the environment
+  names one in ``CMAKE_GENERATOR`` (conda-build exports ``Unix Makefiles``);
 - the configure passes ``-DPython_EXECUTABLE=sys.executable`` and ``-DPython_NumPy_INCLUDE_DIR``,
   ``BUILD_PYTHON``, ``USE_NUMPY``, ``BUILD_TEST``, ``CMAKE_INSTALL_PREFIX=<source>/torch`` and
   ``TORCH_BUILD_VERSION``, then the words of ``$CMAKE_ARGS`` (the recipe's setup.py patch adds that);
@@ -26,7 +28,7 @@ from setuptools import Extension, setup
 ROOT = Path(__file__).resolve().parent
 BUILD_DIR = ROOT / "build"
 INSTALL_DIR = ROOT / "torch"
-VERSION = "2.13.0"
+VERSION = os.environ.get("PYTORCH_BUILD_VERSION", "2.13.0")
 # Commands that never build the C++ libraries, as in upstream's setup.py.
 NO_BUILD_COMMANDS = {"clean", "egg_info", "sdist", "dist_info", "--help", "-h", "--version"}
 TRUE_WORDS = {"1", "ON", "YES", "TRUE", "Y"}
@@ -65,12 +67,22 @@ def build_type() -> str:
     return os.environ.get("CMAKE_BUILD_TYPE", "Release")
 
 
+def cmake_generator() -> str:
+    """Ninja when it is on PATH and USE_NINJA is not negative; a CMAKE_GENERATOR variable wins (upstream)."""
+    if os.environ.get("CMAKE_GENERATOR"):
+        return os.environ["CMAKE_GENERATOR"]
+    if shutil.which("ninja") and not env_flag("USE_NINJA", FALSE_WORDS):
+        return "Ninja"
+    return "Unix Makefiles"
+
+
 def cmake_generate() -> None:
     cache = BUILD_DIR / "CMakeCache.txt"
     if env_flag("CMAKE_FRESH", TRUE_WORDS) and cache.exists():
         cache.unlink()
     os.environ.pop("CMAKE_FRESH", None)
-    if cache.exists() and (BUILD_DIR / "build.ninja").exists():
+    generator = cmake_generator()
+    if cache.exists() and (generator != "Ninja" or (BUILD_DIR / "build.ninja").exists()):
         report("build/CMakeCache.txt exists: not re-running CMake (as upstream)")
         return
     if "CMAKE_BUILD_TYPE" not in os.environ:
@@ -79,7 +91,7 @@ def cmake_generate() -> None:
     numpy_dir = numpy_include()
     args = [
         "cmake",
-        "-GNinja",
+        f"-G{generator}",
         f"-DPython_EXECUTABLE={sys.executable}",
         f"-DBUILD_PYTHON={'False' if env_flag('BUILD_LIBTORCH_WHL', TRUE_WORDS) else 'True'}",
         f"-DBUILD_TEST={'False' if env_flag('BUILD_TEST', FALSE_WORDS) else 'True'}",
@@ -99,6 +111,8 @@ def cmake_build() -> None:
     args = ["cmake", "--build", ".", "--target", "install", "--config", build_type()]
     if os.environ.get("MAX_JOBS"):
         args += ["-j", os.environ["MAX_JOBS"]]
+    elif cmake_generator() != "Ninja":
+        args += ["-j", str(os.cpu_count() or 1)]
     report("building: " + shlex.join(args))
     subprocess.run(args, cwd=BUILD_DIR, check=True)
 
@@ -112,8 +126,8 @@ def write_version_file() -> None:
 
 
 def build_deps() -> None:
-    if shutil.which("cmake") is None or shutil.which("ninja") is None:
-        sys.exit("the upstream stand-in needs cmake and ninja on PATH")
+    if shutil.which("cmake") is None:
+        sys.exit("the upstream stand-in needs cmake on PATH")
     write_version_file()
     cmake_generate()
     cmake_build()
