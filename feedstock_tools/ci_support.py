@@ -309,6 +309,7 @@ class _Output:
     script: str | None
     force_use: frozenset[str]
     force_ignore: frozenset[str]
+    requirements: dict[str, set[str]]
 
 
 def _outputs(meta: Mapping[str, Any], selected: str, unselected: str) -> list[_Output]:
@@ -327,6 +328,7 @@ def _outputs(meta: Mapping[str, Any], selected: str, unselected: str) -> list[_O
                 script=output.get("script"),
                 force_use=frozenset(str(k) for k in as_list(build.get("force_use_keys") or [])),
                 force_ignore=frozenset(str(k) for k in as_list(build.get("force_ignore_keys") or [])),
+                requirements=used_vars.rendered_requirement_names(output.get("requirements")),
             )
         )
     return outputs
@@ -341,7 +343,7 @@ def _output_used(
     selected: str,
     unselected: str,
 ) -> set[str]:
-    used = used_vars.used_in_meta_yaml(keys, selected, unselected, output.selected, variant)
+    used = used_vars.used_in_meta_yaml(keys, selected, unselected, output.requirements, variant)
     if output.script and output.script.endswith(".sh"):
         used |= used_vars.find_used_in_shell_script(keys, recipe_path / output.script)
     # conda-build always counts these two when the variant has them (the recipe is not noarch).
@@ -379,6 +381,7 @@ def scan_recipe(recipe_path: Path, subdir: str, build_subdir: str, variants: Seq
                     script=script,
                     force_use=frozenset(as_list(build.get("force_use_keys") or [])),
                     force_ignore=frozenset(as_list(build.get("force_ignore_keys") or [])),
+                    requirements=used_vars.rendered_requirement_names(meta.get("requirements")),
                 )
             ]
         if not outputs:
