@@ -286,3 +286,35 @@ def test_windows_is_skipped() -> None:
     config["target_platform"] = ["win-64"]
     recipe = render_recipe(RECIPE, config)
     assert recipe.outputs == () and recipe.top_level is None
+
+
+def test_release_candidates_build_from_the_upstream_rc_tag(tmp_path):
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    meta = (RECIPE / "meta.yaml").read_text()
+    assert '{% set version = "2.13.0" %}' in meta
+    (recipe / "meta.yaml").write_text(
+        meta.replace('{% set version = "2.13.0" %}', '{% set version = "2.14.0.rc1" %}')
+    )
+    config = variant_config(Configuration("linux-64", "generic", "None"))
+    config["is_rc"], config["channel_targets"] = [True], ["conda-forge pytorch_rc"]
+    rendered_rc = render_recipe(recipe, config)
+    assert rendered_rc.top_level is not None
+    source = rendered_rc.top_level.source
+    assert source["git_url"] == "https://github.com/pytorch/pytorch.git"
+    assert source["git_rev"] == "v2.14.0-rc1"
+    assert "url" not in source and "sha256" not in source
+    libtorch = one(rendered_rc, "libtorch")
+    assert libtorch.version == "2.14.0.rc1"
+    assert libtorch.run_exports == ("libtorch >=2.14.0.rc1,<2.15.0a0",)
+    assert libtorch.variant["channel_targets"] == "conda-forge pytorch_rc"
+
+
+def test_rc_switch_is_zipped_with_the_upload_label():
+    namespace = selector_namespace("linux-64", {}, {})
+    recipe_config = parse_variant_yaml(
+        select_lines((RECIPE / "conda_build_config.yaml").read_text(), namespace)
+    )
+    assert ["is_rc", "channel_targets"] in recipe_config["zip_keys"]
+    assert len(recipe_config["is_rc"]) == len(recipe_config["channel_targets"])
+    assert recipe_config["is_rc"] == [False] and recipe_config["channel_targets"] == ["conda-forge main"]
