@@ -573,7 +573,9 @@ def _run_exports(value: Any) -> list[str]:
 class _RecipeRenderer:
     """Renders one recipe for one target subdir; the methods take the variant being rendered."""
 
-    def __init__(self, recipe_dir: Path, subdir: str, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, recipe_dir: Path, subdir: str, environ: Mapping[str, str], build_subdir: str | None = None
+    ) -> None:
         self.recipe_dir = recipe_dir
         self.meta_path = recipe_dir / "meta.yaml"
         if not self.meta_path.is_file():
@@ -581,6 +583,7 @@ class _RecipeRenderer:
         self.raw = self.meta_path.read_text()
         self.blocks = _OUTPUT_BLOCK.findall(_outputs_text(self.raw))
         self.subdir = subdir
+        self.build_subdir = build_subdir or subdir
         self.environ = dict(environ)
         environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         try:
@@ -591,7 +594,9 @@ class _RecipeRenderer:
             ) from None
 
     def scope(self, variant: Mapping[str, Any]) -> _VariantScope:
-        return _VariantScope(variant, selector_namespace(self.subdir, variant, self.environ))
+        return _VariantScope(
+            variant, selector_namespace(self.subdir, variant, self.environ, build_subdir=self.build_subdir)
+        )
 
     # -- Jinja, selectors, YAML --
 
@@ -835,11 +840,17 @@ def render_recipe(
     config: Path | Mapping[str, Any],
     subdir: str | None = None,
     environ: Mapping[str, str] | None = None,
+    build_subdir: str | None = None,
 ) -> RenderedRecipe:
-    """Render ``recipe_dir/meta.yaml`` for every variant of ``config`` (a .ci_support file or a dict)."""
+    """Render ``recipe_dir/meta.yaml`` for every variant of ``config`` (a .ci_support file or a dict).
+
+    ``subdir`` defaults to the config's target_platform; ``build_subdir`` (the machine building it, for
+    cross builds such as osx-arm64 built on osx-64) defaults to ``subdir``; ``environ`` is what selectors
+    and Jinja see as os.environ (empty by default).
+    """
     variant_config = load_variant_config(config) if isinstance(config, Path) else dict(config)
     target = _subdir_of(variant_config, subdir)
-    renderer = _RecipeRenderer(recipe_dir, target, environ or {})
+    renderer = _RecipeRenderer(recipe_dir, target, environ or {}, build_subdir)
     collected: dict[tuple[str, str], RenderedOutput] = {}
     top_level: TopLevel | None = None
     about: Mapping[str, Any] = {}

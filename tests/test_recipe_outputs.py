@@ -318,3 +318,18 @@ def test_rc_switch_is_zipped_with_the_upload_label():
     assert ["is_rc", "channel_targets"] in recipe_config["zip_keys"]
     assert len(recipe_config["is_rc"]) == len(recipe_config["channel_targets"])
     assert recipe_config["is_rc"] == [False] and recipe_config["channel_targets"] == ["conda-forge main"]
+
+
+def test_cross_compiled_osx_arm64_builds_python_code_through_cross_python():
+    config = variant_config(Configuration("osx-arm64", "generic", "None"))
+    cross = render_recipe(RECIPE, config, build_subdir="osx-64")
+    native = rendered(Configuration("osx-arm64", "generic", "None"))
+    assert cross.top_level is not None and native.top_level is not None
+    assert "cross-python_osx-arm64" in cross.top_level.requirements.build
+    assert "cross-python_osx-arm64" not in native.top_level.requirements.build
+    for pytorch in cross.by_name("pytorch"):
+        python = pytorch.requirements.host[0]
+        assert python in pytorch.requirements.build  # the same Python on both sides of the cross build
+        assert "cross-python_osx-arm64" in pytorch.requirements.build
+    # building elsewhere changes requirements, not the packages' identity
+    assert [o.dist for o in cross.outputs] == [o.dist for o in native.outputs]
