@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedstock_tools.recipe_render import parse_variant_yaml
+from feedstock_tools.recipe_render import load_variant_config, parse_variant_yaml
 from feedstock_tools.selectors import select_lines, selector_namespace
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipe"
 PINNING = ROOT.parent / "shared" / "data" / "conda-forge-pinning"
+CI_SUPPORT = ROOT / ".ci_support"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,33 @@ class Configuration:
     @property
     def id(self) -> str:
         return f"{self.subdir}-{self.blas_impl}-{self.flavour}"
+
+
+@dataclass(frozen=True)
+class CiJob(Configuration):
+    """A configuration as the CI layer generated it: one .ci_support/*.yaml file."""
+
+    config_file: Path | None = None
+
+    @property
+    def id(self) -> str:
+        return f"ci-{super().id}"
+
+
+def ci_support_jobs() -> list[CiJob]:
+    """The generated CI configurations (none until the CI layer has rendered them)."""
+    jobs = []
+    for path in sorted(CI_SUPPORT.glob("*.yaml")):
+        config = load_variant_config(path)
+        jobs.append(
+            CiJob(
+                subdir=config["target_platform"][0],
+                blas_impl=config["blas_impl"][0],
+                cuda=str(config["cuda_compiler_version"][0]),
+                config_file=path,
+            )
+        )
+    return jobs
 
 
 # The issue's output table: linux-64 CPU and CUDA 12.9/13.0 with MKL and generic BLAS, linux-aarch64 CPU and

@@ -1,7 +1,8 @@
 """recipe/meta.yaml rendered (by the conda-build emulation) for every configuration of the issue's table.
 
-The configurations are composed from the shared conda-forge pinning by tests/recipe_matrix.py, so these tests
-check the recipe independently of the generated .ci_support files (test_recipe_ci_support.py covers those).
+Each check runs twice per configuration: on the generated .ci_support file of its CI job, and on a variant
+config composed from the shared conda-forge pinning by tests/recipe_matrix.py, which checks the recipe
+independently of the CI layer (test_recipe_ci_support.py checks that every job exists).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections import Counter
 from functools import cache
 
 import pytest
-from recipe_matrix import CONFIGURATIONS, PINNING, RECIPE, Configuration, variant_config
+from recipe_matrix import CONFIGURATIONS, PINNING, RECIPE, Configuration, ci_support_jobs, variant_config
 
 from feedstock_tools.recipe_render import RenderedOutput, RenderedRecipe, parse_variant_yaml, render_recipe
 from feedstock_tools.selectors import select_lines, selector_namespace
@@ -24,7 +25,8 @@ HASH = r"h[0-9a-f]{7}"
 
 @cache
 def rendered(configuration: Configuration) -> RenderedRecipe:
-    return render_recipe(RECIPE, variant_config(configuration))
+    config_file = getattr(configuration, "config_file", None)
+    return render_recipe(RECIPE, config_file or variant_config(configuration))
 
 
 def build_number(configuration: Configuration) -> int:
@@ -45,7 +47,9 @@ def global_pins(configuration: Configuration) -> dict[str, object]:
     return parse_variant_yaml(select_lines((PINNING / "conda_build_config.yaml").read_text(), namespace))
 
 
-configurations = pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.id)
+configurations = pytest.mark.parametrize(
+    "configuration", [*CONFIGURATIONS, *ci_support_jobs()], ids=lambda c: c.id
+)
 
 
 @configurations
