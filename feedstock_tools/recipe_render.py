@@ -425,6 +425,7 @@ class TopLevel:
     build: Mapping[str, Any]
     source: Mapping[str, Any]
     used_variables: frozenset[str]
+    script: str | None  # build/script, else recipe/build.sh when it exists (what conda-build runs first)
 
 
 @dataclass(frozen=True)
@@ -871,11 +872,19 @@ def render_recipe(
                 build=top.get("build") or {},
                 source=top.get("source") or {},
                 used_variables=frozenset(renderer.top_level_used(scope, top)),
+                script=_top_level_script(recipe_dir, top.get("build") or {}),
             )
         for output in renderer.outputs(scope, top):
             key = (output.name, json.dumps(output.variant, sort_keys=True, default=str))
             collected.setdefault(key, output)
     return RenderedRecipe(target, top_level, _toposort(list(collected.values())), about, extra)
+
+
+def _top_level_script(recipe_dir: Path, build: Mapping[str, Any]) -> str | None:
+    script = build.get("script")
+    if script:
+        return script if isinstance(script, str) else "\n".join(_string_list(script))
+    return "build.sh" if (recipe_dir / "build.sh").is_file() else None
 
 
 def _toposort(outputs: list[RenderedOutput]) -> tuple[RenderedOutput, ...]:

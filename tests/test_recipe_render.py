@@ -190,6 +190,7 @@ def test_toy_recipe_renders_like_conda_build(toy_recipe):
     assert py311.requirements.host == ("python 3.11.* *_cpython", f"libtoy 1.2.3 {libtoy.build_string}")
     assert py311.requirements.run[0] == "python"  # run is not pinned by insert_variant_versions
     assert recipe.top_level is not None and recipe.top_level.name == "toy-split"
+    assert recipe.top_level.script == "build.sh"  # conda-build runs it before the outputs
 
 
 def test_skipped_outputs_are_left_out(toy_recipe):
