@@ -92,21 +92,23 @@ _SPEC_NEEDING_STAR = re.compile(r"([\w\d\.\-\_]+)\s+((?<![><=])[\w\d\.\-\_]+?(?!
 # ---- variant configurations --------------------------------------------------------------------------------
 
 
-class _StringifyNumbersLoader(yaml.SafeLoader):
-    """YAML as conda-build reads variant configs: numbers stay strings (``3.10`` is not ``3.1``)."""
-
-
-_StringifyNumbersLoader.yaml_implicit_resolvers = {
-    first: [
-        (tag, regex)
-        for tag, regex in resolvers
-        if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
-    ]
+# conda-build reads meta.yaml and variant configs with YAML's int and float resolvers removed: numbers stay
+# strings ("3.10" is not 3.1, a version "2.10" stays "2.10"). The C parser when PyYAML has it: the recipe is
+# parsed many times per configuration.
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_STRINGIFY_NUMBERS = {
+    first: [(tag, regex) for tag, regex in resolvers if tag not in _NUMBER_TAGS]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
-# the C loader when PyYAML has it: the recipe is parsed many times per configuration
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _StringifyNumbersLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """A safe YAML loader that keeps numbers as strings, as conda-build's StringifyNumbersLoader does."""
+
+    yaml_implicit_resolvers = _STRINGIFY_NUMBERS
+
+
+_YAML_LOADER = _StringifyNumbersLoader
 
 VariantConfig = dict[str, Any]
 Variant = dict[str, Any]

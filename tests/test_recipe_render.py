@@ -215,3 +215,11 @@ def test_cli_prints_outputs_in_build_order(toy_recipe, tmp_path, capsys):
 def test_cli_names_a_missing_file(tmp_path, capsys):
     assert main(["render", str(tmp_path / "nope.yaml"), "--recipe", str(tmp_path)]) == 1
     assert "cannot read variant config" in capsys.readouterr().err
+
+
+def test_numbers_in_the_recipe_stay_strings_as_in_conda_build(toy_recipe):
+    meta = toy_recipe / "meta.yaml"
+    meta.write_text(meta.read_text().replace('"1.2.3"', '"1.10"'))
+    recipe = render_recipe(toy_recipe, TOY_CONFIG)
+    assert {output.version for output in recipe.outputs} == {"1.10"}  # not 1.1
+    assert recipe.outputs[0].run_exports == ("libtoy >=1.10,<1.11.0a0",)
