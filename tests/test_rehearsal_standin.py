@@ -1,0 +1,172 @@
+"""The upstream stand-in on its own: it must reproduce the PyTorch build behaviour the megabuild works
+around, or the rehearsal would prove nothing. No driver here; the cache is edited by hand."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from feedstock_tools.rehearsal import ninja_log, prefixes
+from feedstock_tools.rehearsal.harness import DEFAULT_STANDIN, DEFAULT_WORK_ROOT
+
+pytestmark = pytest.mark.rehearsal
+
+CACHE = DEFAULT_WORK_ROOT / ".cache"
+PYTHONS = ("3.10", "3.11")
+
+
+def venv_python(minor: str, log: Path) -> Path:
+    if prefixes.find_interpreter(minor) is None:
+        pytest.skip(f"needs CPython {minor}")
+    return prefixes.venv_template(CACHE, minor, log) / "bin" / "python"
+
+
+def cache_entries(build: Path) -> dict[str, str]:
+    entries = {}
+    for line in (build / "CMakeCache.txt").read_text().splitlines():
+        if line and not line.startswith(("#", "//")) and "=" in line:
+            key, value = line.split("=", 1)
+            entries[key.split(":", 1)[0]] = value
+    return entries
+
+
+def edit_cache(build: Path, drop_prefixes: tuple[str, ...], values: dict[str, str]) -> None:
+    """Drop entries whose key starts with one of ``drop_prefixes`` (with their ``//`` help lines, which
+    CMake's parser requires to precede an entry), set ``values`` keeping each entry's type."""
+    lines: list[str] = []
+    help_lines: list[str] = []
+    for line in (build / "CMakeCache.txt").read_text().splitlines():
+        if line.startswith("//"):
+            help_lines.append(line)
+            continue
+        key = line.split("=", 1)[0].split(":", 1)[0]
+        if line and not line.startswith("#") and key.startswith(drop_prefixes):
+            help_lines = []
+            continue
+        kept = f"{line.split('=', 1)[0]}={values[key]}" if key in values else line
+        lines += [*help_lines, kept]
+        help_lines = []
+    (build / "CMakeCache.txt").write_text("\n".join(lines) + "\n")
+
+
+def numpy_include(python: Path) -> str:
+    return subprocess.run(
+        [str(python), "-c", "import numpy; print(numpy.get_include())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def setup_build(source: Path, python: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "BUILD_TEST": "0",
+        "MAX_JOBS": "2",
+        **env,
+    }
+    return subprocess.run(
+        [str(python), "setup.py", "build"],
+        cwd=source,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The stand-in configured and built once (CPU) by the first Python's setup.py."""
+    if shutil.which("cmake") is None or shutil.which("ninja") is None:
+        pytest.skip("needs cmake and ninja")
+    root = tmp_path_factory.mktemp("standin")
+    source = root / "src"
+    shutil.copytree(DEFAULT_STANDIN, source, ignore=shutil.ignore_patterns("build", "__pycache__"))
+    python = venv_python(PYTHONS[0], root / "setup.log")
+    run = setup_build(source, python, USE_CUDA="0")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return source, root
+
+
+def test_setup_py_configures_once_and_builds_the_install_layout(built: tuple[Path, Path]) -> None:
+    source, root = built
+    tag = PYTHONS[0].replace(".", "")
+    lib = next((source / "build").glob(f"lib.*-cpython-{tag}")) / "torch"
+    for name in ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libtorch_global_deps.so", "libshm.so"):
+        assert (lib / "lib" / name).is_file(), name
+    assert (lib / "share/cmake/Torch/TorchConfig.cmake").is_file()
+    assert next(lib.glob(f"_C.cpython-{tag}*.so"))
+    run = setup_build(source, venv_python(PYTHONS[0], root / "setup.log"), USE_CUDA="0")
+    assert "not re-running CMake" in run.stdout
+
+
+def test_only_torch_python_sees_python_headers(built: tuple[Path, Path]) -> None:
+    source, _ = built
+    include = cache_entries(source / "build")["_Python_INCLUDE_DIR"]
+    commands = subprocess.run(
+        ["ninja", "-C", str(source / "build"), "-t", "commands"], check=True, capture_output=True, text=True
+    ).stdout
+    with_python = {
+        ninja_log.target_of(line.split(" -o ", 1)[1].split()[0])
+        for line in commands.splitlines()
+        if include in line and " -c " in line and " -o " in line
+    }
+    assert with_python == {"torch_python"}
+
+
+def test_retargeting_the_cache_recompiles_only_torch_python(built: tuple[Path, Path]) -> None:
+    source, root = built
+    build = source / "build"
+    other = venv_python(PYTHONS[1], root / "setup.log")
+    log_before = ninja_log.read_log(build / ".ninja_log")
+    started_ns = time.time_ns()
+    edit_cache(
+        build,
+        ("_Python_", "FIND_PACKAGE_MESSAGE_DETAILS_Python"),
+        {"Python_EXECUTABLE": str(other), "Python_NumPy_INCLUDE_DIR": numpy_include(other)},
+    )
+    run = setup_build(source, other, USE_CUDA="0")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    entries = ninja_log.new_entries(log_before, ninja_log.read_log(build / ".ninja_log"), started_ns)
+    assert set(ninja_log.targets_of(ninja_log.objects(entries))) == {"torch_python"}
+    assert cache_entries(build)["BUILD_PYTHON"] == "True"
+
+
+def test_a_stale_findpython_cache_turns_build_python_off(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """Changing only Python_EXECUTABLE leaves _Python_INCLUDE_DIR of the old Python: Development.Module is
+    then missing and BUILD_PYTHON is FORCE-set OFF, as upstream does (the trap the driver must avoid)."""
+    source, root = built
+    build = tmp_path / "build"
+    subprocess.run(
+        ["cmake", "-GNinja", "-S", str(source), "-B", str(build), f"-DCMAKE_INSTALL_PREFIX={tmp_path}/torch",
+         f"-DPython_EXECUTABLE={venv_python(PYTHONS[0], root / 'setup.log')}", "-DUSE_CUDA=OFF"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    other = venv_python(PYTHONS[1], root / "setup.log")
+    edit_cache(build, ("_Python_NumPy", "_Python_NUMPY"), {"Python_EXECUTABLE": str(other)})
+    configure = subprocess.run(["cmake", str(build)], capture_output=True, text=True, check=True)
+    assert "setting BUILD_PYTHON OFF" in " ".join(configure.stderr.split())  # CMake wraps messages
+    assert cache_entries(build)["BUILD_PYTHON"] == "OFF"
+
+
+def test_environment_forwarding_never_overrides_the_cache(tmp_path: Path) -> None:
+    if shutil.which("cmake") is None:
+        pytest.skip("needs cmake")
+    build = tmp_path / "build"
+    env = {**os.environ, "USE_CUDNN": "OFF", "BUILD_FANCY_THING": "yes", "CMAKE_ARGS": "-DIGNORED=1"}
+    base = ["cmake", "-GNinja", "-S", str(DEFAULT_STANDIN), "-B", str(build), "-DBUILD_PYTHON=OFF"]
+    subprocess.run([*base, "-DUSE_CUDA=OFF"], env=env, check=True, capture_output=True)
+    entries = cache_entries(build)
+    assert entries["USE_CUDNN"] == "OFF"
+    assert entries["BUILD_FANCY_THING"] == "yes"
+    assert entries["CMAKE_ARGS"] == "-DIGNORED=1"  # forwarded as junk, never parsed (upstream behaviour)
+    assert "IGNORED" not in entries
+    subprocess.run(["cmake", str(build)], env={**env, "USE_CUDNN": "ON"}, check=True, capture_output=True)
+    assert cache_entries(build)["USE_CUDNN"] == "OFF"
