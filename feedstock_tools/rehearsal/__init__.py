@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -76,7 +78,7 @@ def resolve_config(name: str | None) -> Path:
 def run(args: argparse.Namespace) -> int:
     if args.list:
         for path in configurations():
-            print(path.stem)
+            print(path.name.removesuffix(".yaml"))
         return 0
     started = time.monotonic()
     config = resolve_config(args.config)
@@ -92,19 +94,38 @@ def run(args: argparse.Namespace) -> int:
     target = rehearsal.steps[0].variant.get("target_platform", local)
     if target != local:
         print(f"   target_platform {target} is rehearsed with this machine's compilers ({local})")
-    rehearsal.prepare()
+    phases: dict[str, float] = {"render of recipe/meta.yaml": time.monotonic() - started}
+    with timed(phases, "setup (work directory, venv templates)"):
+        rehearsal.prepare()
     for step in rehearsal.skipped:
         print(f"   skipped {step.label}: CPython {step.python} is not on this machine")
-    rehearsal.run()
-    checks = report.import_checks(rehearsal)
-    rehearsal.remover.wait()
-    wall = time.monotonic() - started
-    summary = print_summary(rehearsal, checks, wall)
+    with timed(phases, "build scripts"):
+        rehearsal.run()
+    with timed(phases, "import checks"):
+        checks = report.import_checks(rehearsal)
+        rehearsal.remover.wait()
+    summary = print_summary(rehearsal, checks, phases)
     (rehearsal.dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return 0 if all(check.ok for check in checks) else 1
+    failed = [check.label for check in checks if not check.ok]
+    if failed:
+        raise ToolError(
+            f"import torch failed in {', '.join(failed)}: see the lines above and {rehearsal.dir}"
+        )
+    return 0
 
 
-def print_summary(rehearsal: harness.Rehearsal, checks: list[report.ImportCheck], wall: float) -> dict:
+@contextmanager
+def timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = time.monotonic() - started
+
+
+def print_summary(
+    rehearsal: harness.Rehearsal, checks: list[report.ImportCheck], phases: dict[str, float]
+) -> dict:
     print("\nSteps (measured by the rehearsal from build/.ninja_log):")
     print(report.steps_table(rehearsal.results))
     driver = report.driver_report(rehearsal)
@@ -118,10 +139,12 @@ def print_summary(rehearsal: harness.Rehearsal, checks: list[report.ImportCheck]
         print(f"   {'ok  ' if check.ok else 'FAIL'} {check.label}: {check.detail}")
     for step in rehearsal.skipped:
         print(f"   skipped pytorch for Python {step.python}: not on this machine")
-    print(f"\nWall time: {wall:.1f} s")
+    wall = sum(phases.values())
+    print(f"\nWall time: {wall:.1f} s (" + ", ".join(f"{name} {s:.1f} s" for name, s in phases.items()) + ")")
     return {
         "config": rehearsal.name,
         "wall_seconds": round(wall, 2),
+        "phase_seconds": {name: round(seconds, 2) for name, seconds in phases.items()},
         "steps": [
             {
                 "label": r.step.label,
