@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         )
     written = write_outputs(
         structure,
-        output_dir=args.output_dir,
+        output_dir=args.output_dir or args.build_dir / "build-structure",
         name=args.name,
         formats=images,
         externals=not args.no_externals,
@@ -250,9 +250,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("build_dir", type=Path, help="configured CMake build directory (Ninja generator)")
-    parser.add_argument(
-        "--output-dir", type=Path, default=Path("build-graph"), help="where to write (default: %(default)s)"
-    )
+    parser.add_argument("--output-dir", type=Path, help="where to write (default: BUILD_DIR/build-structure)")
     parser.add_argument("--name", default="build-structure", help="file name stem (default: %(default)s)")
     parser.add_argument(
         "--formats",
