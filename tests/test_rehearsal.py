@@ -311,3 +311,41 @@ def test_a_failing_compile_stops_the_pass(pass1_only: Rehearsal) -> None:
         source.write_bytes(original)
     assert_failed_cleanly(result)
     assert "broken on purpose" in result.log.read_text()
+
+
+# ---- find_package(Torch) from the packages -------------------------------------------------------------
+CONSUMER_CMAKE = """cmake_minimum_required(VERSION 3.18)
+project(torch_consumer CXX)
+find_package(Torch 2.13 REQUIRED)
+add_executable(torch_consumer main.cpp)
+target_link_libraries(torch_consumer ${TORCH_LIBRARIES})
+"""
+CONSUMER_MAIN = """#include <torch/torch.h>
+#include <cstdio>
+int main() { std::printf("%s %g\\n", at::version(), at::add(1.0, 2.0, 3.0)); }
+"""
+
+
+def test_find_package_torch_works_from_prefix_and_site_packages(
+    cuda_rehearsal: Rehearsal, tmp_path: Path
+) -> None:
+    pytorch = next(r for r in cuda_rehearsal.results if r.step.name == "pytorch")
+    prefix = report.assemble_prefix(
+        cuda_rehearsal, tmp_path / "prefix", pytorch.step.python, ["libtorch", pytorch.step.label]
+    )
+    project = tmp_path / "consumer"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(CONSUMER_CMAKE)
+    (project / "main.cpp").write_text(CONSUMER_MAIN)
+    site_config = prefix / f"lib/python{pytorch.step.python}/site-packages/torch/share/cmake/Torch"
+    for name, hint in (
+        ("prefix", f"-DCMAKE_PREFIX_PATH={prefix}"),
+        ("site-packages", f"-DTorch_DIR={site_config}"),
+    ):
+        build = tmp_path / f"build-{name}"
+        subprocess.run(
+            ["cmake", "-GNinja", "-S", str(project), "-B", str(build), hint], check=True, capture_output=True
+        )
+        subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)
+        run = subprocess.run([str(build / "torch_consumer")], check=True, capture_output=True, text=True)
+        assert run.stdout.split() == ["2.13.0", "7"], name
