@@ -82,7 +82,16 @@ def merged(tmp_path_factory: pytest.TempPathFactory) -> MergedEnvironment:
     env = work / "env"
     subprocess.run([interpreter, "-m", "venv", str(env)], check=True)
     subprocess.run(
-        [env / "bin" / "python", "-m", "pip", "install", "--quiet", *runtime_requirements(trees.metadata)],
+        # pybind11: the CMake consumer's torch_python extension is built against it, as in the recipe's test
+        [
+            env / "bin" / "python",
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            *runtime_requirements(trees.metadata),
+            "pybind11",
+        ],
         check=True,
     )
     merge_prefixes(prefixes, env)
@@ -148,29 +157,35 @@ def test_import_torch_in_a_clean_environment_uses_prefix_lib(merged: MergedEnvir
 def test_cmake_consumer_builds_links_and_runs(
     merged: MergedEnvironment, location: str, tmp_path: Path
 ) -> None:
+    """libtorch's test uses $PREFIX/share/cmake/Torch; pytorch's adds the torch_python extension."""
     consumer = RECIPE_DIR / "cmake_test"
     if not (consumer / "CMakeLists.txt").is_file():
         pytest.fail("recipe/cmake_test/CMakeLists.txt is missing: the recipe's CMake consumer project")
-    torch_dir = {
-        "prefix": merged.env / "share" / "cmake" / "Torch",
-        "site-packages": merged.sp_dir / "torch" / "share" / "cmake" / "Torch",
-    }[location]
     build = tmp_path / "build"
-    configure = run_with_tools_on_path(
-        ["cmake", "-S", consumer, "-B", build, "-G", "Ninja", f"-DTorch_DIR={torch_dir}"]
-    )
+    arguments = ["cmake", "-S", consumer, "-B", build, "-G", "Ninja"]
+    if location == "prefix":
+        arguments.append(f"-DTorch_DIR={merged.env / 'share' / 'cmake' / 'Torch'}")
+    else:
+        pybind11_dir = run_clean([merged.python, "-m", "pybind11", "--cmakedir"]).stdout.strip()
+        arguments += [
+            f"-DTorch_DIR={merged.sp_dir / 'torch' / 'share' / 'cmake' / 'Torch'}",
+            "-DWITH_TORCH_PYTHON=ON",
+            f"-DPython_EXECUTABLE={merged.python}",
+            f"-Dpybind11_DIR={pybind11_dir}",
+        ]
+    configure = run_with_tools_on_path(arguments)
     assert configure.returncode == 0, configure.stdout + configure.stderr
+    # the build runs the consumer's check_extension target too: import torch + the extension, call it
     compiled = run_with_tools_on_path(["cmake", "--build", build])
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    executables = [path for path in build.iterdir() if path.is_file() and path.stat().st_mode & 0o111]
-    assert executables, f"the consumer project built no executable in {build}"
-    for executable in executables:
-        ran = run_clean([executable])
-        assert ran.returncode == 0, f"{executable.name}: {ran.stdout}{ran.stderr}"
-        needed = subprocess.run(
-            ["readelf", "-d", str(executable)], capture_output=True, text=True, check=True
-        )
-        assert re.search(r"NEEDED.*\[libtorch_cpu\.so\]|NEEDED.*\[libtorch\.so\]", needed.stdout)
+    if location == "site-packages":
+        assert "torch_python extension OK: 10.0" in compiled.stdout
+    executable = build / "torch_consumer"
+    ran = run_clean([executable])
+    assert ran.returncode == 0, f"{executable.name}: {ran.stdout}{ran.stderr}"
+    assert ran.stdout.rstrip().endswith("OK"), ran.stdout
+    needed = subprocess.run(["readelf", "-d", str(executable)], capture_output=True, text=True, check=True)
+    assert re.search(r"NEEDED.*\[libtorch_cpu\.so\]", needed.stdout), needed.stdout
 
 
 def test_every_wheel_file_is_in_exactly_one_package_or_deliberately_left_out(
