@@ -25,6 +25,7 @@ from feedstock_tools.upstream_versions import (
     FileVersion,
     WheelMetadata,
     read_wheel,
+    submodules,
     tree_requirement,
 )
 from feedstock_tools.version_compare import values_agree
@@ -143,6 +144,47 @@ DEPENDENCIES: tuple[Dependency, ...] = (
             ),
         ),
     ),
+    Dependency(
+        "fmt",
+        ("fmt",),
+        ("fmt",),
+        upstream_files=(
+            FileVersion(f"{_SUBMODULE}/fmt/include/fmt/base.h", r"#define FMT_VERSION (\d+)", packed=True),
+            FileVersion(f"{_SUBMODULE}/fmt/include/fmt/core.h", r"#define FMT_VERSION (\d+)", packed=True),
+        ),
+    ),
+    Dependency(
+        "pybind11",
+        ("pybind11",),
+        ("pybind11",),
+        upstream_files=(
+            FileVersion(
+                f"{_SUBMODULE}/pybind11/include/pybind11/detail/common.h",
+                r"PYBIND11_VERSION_MAJOR\s+(\d+).*?PYBIND11_VERSION_MINOR\s+(\d+).*?PYBIND11_VERSION_PATCH\s+(\w+)",
+            ),
+        ),
+    ),
+    Dependency(
+        "eigen",
+        ("eigen",),
+        ("eigen",),
+        upstream_files=(
+            FileVersion(
+                f"{_SUBMODULE}/eigen/Eigen/src/Core/util/Macros.h",
+                r"EIGEN_WORLD_VERSION\s+(\d+).*?EIGEN_MAJOR_VERSION\s+(\d+).*?EIGEN_MINOR_VERSION\s+(\d+)",
+            ),
+        ),
+    ),
+    Dependency(
+        "onednn",
+        ("onednn",),
+        ("onednn",),
+        upstream_files=(
+            FileVersion(
+                f"{_SUBMODULE}/ideep/mkl-dnn/CMakeLists.txt", r"project\([^)]*?VERSION\s+\"?([\d.]+)"
+            ),
+        ),
+    ),
     Dependency("filelock", ("filelock",), ("filelock",), "filelock"),
     Dependency("fsspec", ("fsspec",), ("fsspec",), "fsspec"),
     Dependency("jinja2", ("jinja2",), ("jinja2",), "jinja2"),
@@ -221,6 +263,27 @@ def _upstream(
     return [], ""
 
 
+def _submodule_of(path: str, modules: dict[str, str]) -> str | None:
+    """The submodule (from .gitmodules) a tree path lies in, the innermost one."""
+    owners = [module for module in modules if path == module or path.startswith(f"{module}/")]
+    return max(owners, key=len) if owners else None
+
+
+def _with_submodule(source: str, modules: dict[str, str]) -> str:
+    module = _submodule_of(source, modules)
+    return f"{source} (submodule {modules[module]})" if module else source
+
+
+def _unchecked_submodules(dependency: Dependency, tree: SourceTree, modules: dict[str, str]) -> list[str]:
+    """Submodules ``dependency``'s version files live in that the tree lists but does not contain."""
+    missing = []
+    for locator in dependency.upstream_files:
+        module = _submodule_of(locator.path, modules)
+        if module and not tree.glob(f"{module}/*") and module not in missing:
+            missing.append(module)
+    return missing
+
+
 def _first_present(pins: dict[str, list[str]] | dict[str, set[str]], keys: tuple[str, ...]) -> list[str]:
     for key in keys:
         if key in pins:
@@ -238,7 +301,7 @@ RENDER_VARIANTS: tuple[dict[str, Any], ...] = (
 def _read_from_tarball(path: str) -> bool:
     """Whether the table may read this file of a release tarball (its version files and requirement lists)."""
     patterns = [locator.path for dependency in DEPENDENCIES for locator in dependency.upstream_files]
-    return any(fnmatch.fnmatch(path, pattern) for pattern in [*patterns, *REQUIREMENT_FILES])
+    return any(fnmatch.fnmatch(path, pattern) for pattern in [*patterns, *REQUIREMENT_FILES, ".gitmodules"])
 
 
 def _load_upstream(
@@ -328,11 +391,19 @@ def build_table(
         "subdir": subdir,
     }
     tree, wheel_metadata = _load_upstream(upstream, wheel, notes)
+    modules = submodules(tree) if tree is not None else {}
     cf_pins = _load_pinning(pinning, subdir, notes)
     recipe_specs, recipe_variant_pins = _load_recipe(recipe, subdir, cf_pins, notes)
     rows = []
     for dependency in DEPENDENCIES:
         upstream_values, source = _upstream(dependency, tree, wheel_metadata)
+        source = _with_submodule(source, modules)
+        if tree is not None and not upstream_values:
+            notes += [
+                f"{dependency.name}: submodule {module} is listed in .gitmodules but not checked out "
+                "(run `git submodule update --init --recursive`, or use the release tarball)"
+                for module in _unchecked_submodules(dependency, tree, modules)
+            ]
         recipe_values = sorted(
             set(_first_present(recipe_specs, dependency.conda_names))
             | set(_first_present(recipe_variant_pins, dependency.pinning_keys))

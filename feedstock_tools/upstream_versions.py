@@ -22,6 +22,7 @@ class FileVersion:
     path: str  # path in the tree, or a glob
     pattern: str
     every: bool = False
+    packed: bool = False  # one integer major*10000 + minor*100 + patch (fmt's FMT_VERSION)
 
     def find(self, tree: SourceTree) -> tuple[list[str], str] | None:
         paths = tree.glob(self.path) if any(c in self.path for c in "*?[") else [self.path]
@@ -33,6 +34,8 @@ class FileVersion:
             if not matches:
                 continue
             found = [".".join(group for group in match.groups() if group) for match in matches]
+            if self.packed:
+                found = [f"{int(n) // 10000}.{int(n) // 100 % 100}.{int(n) % 100}" for n in found]
             versions = list(dict.fromkeys(found)) if self.every else found[:1]
             return versions, path
         return None
@@ -102,6 +105,14 @@ def read_wheel(path: Path) -> WheelMetadata:
         match = re.search(r"^cuda(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", version_py, flags=re.MULTILINE)
         cuda = match.group(1) if match else None
     return WheelMetadata(label=str(path), requires=requires, cuda=cuda)
+
+
+def submodules(tree: SourceTree) -> dict[str, str]:
+    """``.gitmodules``: submodule path -> URL (empty when the tree has no ``.gitmodules``)."""
+    text = tree.read_text(".gitmodules") or ""
+    paths = re.findall(r"^\s*path\s*=\s*(\S+)", text, flags=re.MULTILINE)
+    urls = re.findall(r"^\s*url\s*=\s*(\S+)", text, flags=re.MULTILINE)
+    return dict(zip(paths, urls, strict=False))
 
 
 # Files that list Python requirements, in the order the table trusts them: what the package declares,

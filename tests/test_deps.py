@@ -35,6 +35,9 @@ TREE_VERSIONS = {
     "nccl": ["2.29.3"],
     "protobuf": ["5.29.3"],
     "sleef": ["3.8.0"],
+    "fmt": ["11.1.4"],
+    "pybind11": ["3.0.1"],
+    "onednn": ["3.9.2"],
     "triton": ["3.7.0"],
     "numpy": ["*"],
     "six": ["*"],
@@ -66,6 +69,10 @@ def make_pytorch_shaped_tree(root: Path) -> Path:
             ignore = dirty
             path = third_party/protobuf
             url = https://github.com/protocolbuffers/protobuf.git
+        [submodule "third_party/eigen"]
+            ignore = dirty
+            path = third_party/eigen
+            url = https://gitlab.com/libeigen/eigen.git
         """,
     )
     cuda_functions = "\n".join(
@@ -160,6 +167,28 @@ def make_pytorch_shaped_tree(root: Path) -> Path:
         #endif
         """,
     )
+    fmt_major, fmt_minor, fmt_patch = (int(part) for part in TREE_VERSIONS["fmt"][0].split("."))
+    packed = fmt_major * 10000 + fmt_minor * 100 + fmt_patch
+    _write(
+        root,
+        "third_party/fmt/include/fmt/base.h",
+        f"// major*10000+minor*100+patch\n#define FMT_VERSION {packed}\n",
+    )
+    pb_major, pb_minor, pb_patch = TREE_VERSIONS["pybind11"][0].split(".")
+    _write(
+        root,
+        "third_party/pybind11/include/pybind11/detail/common.h",
+        f"""
+        #define PYBIND11_VERSION_MAJOR {pb_major}
+        #define PYBIND11_VERSION_MINOR {pb_minor}
+        #define PYBIND11_VERSION_PATCH {pb_patch}
+        """,
+    )
+    _write(
+        root,
+        "third_party/ideep/mkl-dnn/CMakeLists.txt",
+        f'project(${{PROJECT_NAME}} VERSION "{TREE_VERSIONS["onednn"][0]}" LANGUAGES C CXX)\n',
+    )
     _write(
         root,
         "third_party/protobuf/version.json",
@@ -198,8 +227,17 @@ def test_upstream_column_reads_pytorch_tree_layout(upstream_tree: Path, tmp_path
     for package, expected in TREE_VERSIONS.items():
         assert rows[package]["upstream"] == expected, package
     assert rows["cuda"]["source"] == ".ci/docker/common/install_cuda.sh"
-    assert rows["sleef"]["source"] == "third_party/sleef/CMakeLists.txt"
-    assert rows["libabseil"]["source"] == "third_party/protobuf/third_party/abseil-cpp/CMakeLists.txt"
+    assert (
+        rows["sleef"]["source"]
+        == "third_party/sleef/CMakeLists.txt (submodule https://github.com/shibatch/sleef)"
+    )
+    assert rows["libabseil"]["source"] == (
+        "third_party/protobuf/third_party/abseil-cpp/CMakeLists.txt "
+        "(submodule https://github.com/protocolbuffers/protobuf.git)"
+    )
+    # eigen is a submodule in .gitmodules whose directory is empty (a checkout without submodules).
+    assert rows["eigen"]["upstream"] == []
+    assert any(note.startswith("eigen: submodule third_party/eigen") for note in table.notes)
     # Build requirements come from pyproject's [build-system], never from optional extras.
     assert rows["pyyaml"]["upstream"] == ["*"]
     assert rows["typing-extensions"]["upstream"] == [">=4.10.0"]
