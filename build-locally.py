@@ -242,16 +242,29 @@ def run_one(
                 command, cwd=root, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             )
             assert process.stdout is not None
+            start = last_report = time.monotonic()
             for line in process.stdout:
                 handle.write(line)
                 if args.verbose:
                     sys.stdout.write(line)
+                elif time.monotonic() - last_report >= heartbeat_seconds():
+                    # a megabuild runs for hours: show it is alive and where it is
+                    last_report = time.monotonic()
+                    print(f"    {duration(last_report - start)} elapsed: {line.strip()[:100]}", flush=True)
             returncode = process.wait()
     after = packages_in(root / "build_artifacts")
     produced = tuple(
         sorted(path.name for path, mtime in after.items() if path not in before or before[path] != mtime)
     )
     return returncode, produced
+
+
+def heartbeat_seconds() -> float:
+    """How often a sequential build prints a progress line (BUILD_LOCALLY_HEARTBEAT, default 5 min)."""
+    try:
+        return float(os.environ.get("BUILD_LOCALLY_HEARTBEAT", "300"))
+    except ValueError:
+        raise UserError("BUILD_LOCALLY_HEARTBEAT must be a number of seconds") from None
 
 
 def duration(seconds: float) -> str:

@@ -302,7 +302,10 @@ def test_sequence_logs_markers_summary_and_rerun(feedstock: Feedstock) -> None:
     aarch64 = [name for name in CONFIG_NAMES if name.startswith("linux_aarch64_")]
     failing = aarch64[1]
     result = feedstock.run(
-        "--match", "linux_aarch64_*", "--prune", extra_env={"DOCKER_STANDIN_FAIL": failing}
+        "--match",
+        "linux_aarch64_*",
+        "--prune",
+        extra_env={"DOCKER_STANDIN_FAIL": failing, "BUILD_LOCALLY_HEARTBEAT": "0"},
     )
     assert result.returncode == 1
     artifacts = feedstock.root / "build_artifacts"
@@ -312,6 +315,9 @@ def test_sequence_logs_markers_summary_and_rerun(feedstock: Feedstock) -> None:
         assert (artifacts / f"conda-forge-build-done-{name}").exists() == (name != failing)
     progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
     assert progress[0] == f"[1/3] {aarch64[0]}: building, log: build_artifacts/build-locally/{aarch64[0]}.log"
+    # heartbeat lines while a build runs (every output line here, with the interval set to 0)
+    heartbeat = f"    0:00:00 elapsed: {f'stand-in build of {aarch64[0]}'[:100]}"
+    assert heartbeat in result.stdout.splitlines()
     summary = result.stdout.split("\n\n")[-2].splitlines()
     assert summary[0].split() == ["configuration", "result", "duration", "packages"]
     rows = {line.split()[0]: line.split()[1:] for line in summary[2:]}
