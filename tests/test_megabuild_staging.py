@@ -1,11 +1,11 @@
-"""The staging table and the atomic staging into a prefix, on synthetic trees and on the real 2.13.0 wheel."""
+"""The staging table and the atomic staging into a prefix, on synthetic trees.
+
+The same staging on the real 2.13.0 wheel, merged and used, is tests/test_wheel_layout.py.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,6 @@ from megabuild import staging
 from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, RULES
 from megabuild.staging import StagingError, UpstreamTrees, classify, files_by_package, matches, stage_package
 
-CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 SOABI_DIR = "lib.linux-x86_64-cpython-312"
 
 
@@ -149,62 +148,3 @@ def test_package_without_files_is_an_error(tmp_path: Path) -> None:
     touch(install / "lib" / "libc10.so")
     with pytest.raises(StagingError, match="no files for libtorch-cuda-linalg"):
         stage_package(LIBTORCH_CUDA_LINALG, UpstreamTrees(install=install), tmp_path / "prefix")
-
-
-@pytest.fixture(scope="module")
-def wheel_as_build_tree(tmp_path_factory: pytest.TempPathFactory) -> UpstreamTrees:
-    """The real 2.13.0 CPU wheel laid out as the build leaves it: install tree, setuptools tree, dist-info."""
-    if not CPU_WHEEL.is_file():
-        pytest.skip(f"needs {CPU_WHEEL}")
-    root = tmp_path_factory.mktemp("wheel")
-    with zipfile.ZipFile(CPU_WHEEL) as wheel:
-        wheel.extractall(root / "whl")
-    built = root / "src" / "build" / "lib.linux-x86_64-cpython-311"
-    built.parent.mkdir(parents=True)
-    (root / "meta").mkdir()
-    for dist_info in (root / "whl").glob("*.dist-info"):
-        dist_info.rename(root / "meta" / dist_info.name)
-    (root / "whl").rename(built)
-    install = root / "src" / "torch"
-    for name in ("lib", "include", "share", "bin"):
-        shutil.copytree(built / "torch" / name, install / name)
-    return UpstreamTrees(install, built, root / "meta")
-
-
-@pytest.mark.wheel
-def test_real_wheel_is_placed_completely(wheel_as_build_tree: UpstreamTrees) -> None:
-    grouped = files_by_package(wheel_as_build_tree)
-    libtorch = {p.path for p in grouped[LIBTORCH]}
-    assert {"lib/libc10.so", "lib/libtorch_cpu.so", "lib/libtorch.so", "lib/libshm.so"} <= libtorch
-    assert "share/cmake/Torch/TorchConfig.cmake" in libtorch
-    assert not any(path.startswith(("include/pybind11/", "include/google/")) for path in libtorch)
-    dropped = {p.path for p in grouped[NOT_SHIPPED]}
-    assert {"lib/libgomp.so.1", "bin/protoc", "lib/libtorchbind_test.so"} <= dropped
-
-
-@pytest.mark.wheel
-def test_find_package_torch_from_prefix_and_site_packages(
-    wheel_as_build_tree: UpstreamTrees, tmp_path: Path
-) -> None:
-    if shutil.which("cmake") is None or shutil.which("g++") is None:
-        pytest.skip("needs cmake and g++")
-    prefix = tmp_path / "prefix"
-    sp_dir = prefix / "lib" / "python3.11" / "site-packages"
-    stage_package(LIBTORCH, wheel_as_build_tree, prefix, sp_dir)
-    stage_package(PYTORCH, wheel_as_build_tree, prefix, sp_dir)
-    project = tmp_path / "consumer"
-    touch(
-        project / "CMakeLists.txt",
-        "cmake_minimum_required(VERSION 3.18)\nproject(consumer LANGUAGES CXX)\n"
-        "find_package(Torch REQUIRED)\nget_target_property(location torch_cpu IMPORTED_LOCATION_RELEASE)\n"
-        'get_filename_component(real "${location}" REALPATH)\nmessage(STATUS "torch_cpu=${real}")\n',
-    )
-    for number, torch_dir in enumerate((prefix / "share/cmake/Torch", sp_dir / "torch/share/cmake/Torch")):
-        result = subprocess.run(
-            ["cmake", "-S", str(project), "-B", str(tmp_path / f"build{number}"), f"-DTorch_DIR={torch_dir}"],
-            check=False,
-            capture_output=True,
-            text=True,
-        )
-        assert result.returncode == 0, result.stderr
-        assert f"torch_cpu={(prefix / 'lib' / 'libtorch_cpu.so').resolve()}" in result.stdout
