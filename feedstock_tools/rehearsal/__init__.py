@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--standin", type=Path, default=harness.DEFAULT_STANDIN, help=argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="store_true", help="stream every build script's output")
+    parser.add_argument(
+        "--reverse-variants",
+        action="store_true",
+        help="build the variants of each output in reverse order (pytorch for the newest Python first, "
+        "nomagma before magma): the passes must not depend on an order conda-build may change",
+    )
     parser.set_defaults(func=run)
 
 
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         recipe_dir=args.recipe_dir,
         standin=args.standin,
         verbose=args.verbose,
+        reverse_variants=args.reverse_variants,
     )
     print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
     local = harness.local_subdir()

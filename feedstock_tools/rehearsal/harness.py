@@ -42,6 +42,15 @@ _MAGMA_NAMES = ("libmagma", "libmagma-devel")
 Progress = Callable[[str], None]
 
 
+def reversed_variants(steps: list[Step]) -> list[Step]:
+    """The same steps with the variants of every output name in reverse order, names keeping their place."""
+    by_name: dict[str, list[Step]] = {}
+    for step in steps:
+        by_name.setdefault(step.name, []).append(step)
+    reordered = {name: list(reversed(group)) for name, group in by_name.items()}
+    return [reordered[step.name].pop(0) for step in steps]
+
+
 def local_subdir() -> str:
     """conda's name for this machine's platform (build_platform)."""
     system = {"Linux": "linux", "Darwin": "osx"}.get(platform.system(), platform.system().lower())
@@ -100,6 +109,9 @@ class Rehearsal:
     standin: Path = DEFAULT_STANDIN
     progress: Progress = print
     verbose: bool = False
+    # Run the variants of each output in reverse order (pytorch 3.13 first, ...): the passes must not
+    # depend on the order of outputs conda-build is free to choose.
+    reverse_variants: bool = False
     # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
     cache_root: Path | None = None
     steps: list[Step] = field(init=False)
@@ -117,6 +129,8 @@ class Rehearsal:
                 f"{self.recipe_dir}/build.sh is missing; the rehearsal runs the recipe's build.sh"
             )
         self.steps = plan_steps(self.config_path, self.recipe_dir)
+        if self.reverse_variants:
+            self.steps = reversed_variants(self.steps)
         target = self.steps[0].variant.get("target_platform", local_subdir())
         if target.split("-")[0] != local_subdir().split("-")[0]:
             raise ToolError(

@@ -48,7 +48,14 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     pass1_targets = [ninja_log.target_of(o) for o in pass1.objects]
     magma_step_ran = any(r.step.variant.get("magma_variant") == "magma" and r.step.name != TOP_LEVEL_NAME
                          for r in results if r.step.has_script)  # fmt: skip
-    extra = sum(1 for r in results if r.step.name == "pytorch" and r.step.python != rehearsal.pass1_python)
+    # Extra Pythons: pytorch passes whose Python differs from the one torch_python was last built for.
+    # In conda-build's order (ascending Python, pass 1 on the oldest) these are the Pythons other than
+    # pass 1's; in another order every switch of interpreter is unavoidable work and counts.
+    extra, last_python = 0, rehearsal.pass1_python
+    for result in results:
+        if result.step.name == "pytorch":
+            extra += result.step.python != last_python
+            last_python = result.step.python
     return WorkRatio(
         compiled=sum(len(r.objects) for r in results),
         pass1=len(pass1.objects),
