@@ -46,8 +46,10 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     results = rehearsal.results
     pass1 = next(r for r in results if r.step.name == TOP_LEVEL_NAME)
     pass1_targets = [ninja_log.target_of(o) for o in pass1.objects]
-    magma_step_ran = any(r.step.variant.get("magma_variant") == "magma" and r.step.name != TOP_LEVEL_NAME
-                         for r in results if r.step.has_script)  # fmt: skip
+    magma_step_ran = any(
+        r.step.name == "libtorch-cuda-linalg" and r.step.variant.get("magma_variant") == "magma"
+        for r in results
+    )
     # Extra Pythons: pytorch passes whose Python differs from the one torch_python was last built for.
     # In conda-build's order (ascending Python, pass 1 on the oldest) these are the Pythons other than
     # pass 1's; in another order every switch of interpreter is unavoidable work and counts.
