@@ -34,10 +34,11 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
   leaving out python/r_base/perl/lua (unless the value has a space, as ``3.12.* *_cpython`` does), numpy when
   pinned via ``x.x``, ``ignore_version`` keys, and adding ``__virtual`` run requirements; the same rule as
   ``MetaData.get_hash_contents``. The ``h{{ PKG_HASH }}`` part of a build string is replaced by it.
-* Requirements: a plain name that is a variant key gets the pinned version (``insert_variant_versions``,
-  including its ``.*`` rule). NOT emulated: anything needing a solver or package metadata: run_exports of
-  dependencies, ``pin_run_as_build`` and ``pin_compatible`` versions (``pin_compatible`` renders the bare
-  name), the compiler packages' own run_exports.
+* Requirements: a plain name that is a variant key gets the pinned version (``insert_variant_versions``),
+  and a bare ``name version`` becomes ``name version.*`` (``ensure_valid_spec``) in build, host and run.
+  NOT emulated: anything needing a solver or package metadata: run_exports of dependencies,
+  ``pin_run_as_build`` and ``pin_compatible`` versions (``pin_compatible`` renders the bare name), the
+  compiler packages' own run_exports.
 * Output order: conda's ``_toposort`` over output names (dependencies among outputs in build/host/run,
   alphabetical within a level); outputs of the same name in variant-loop order. Outputs are deduplicated on
   (name, used variant values), as ``get_output_metadata_set`` does.
@@ -486,6 +487,8 @@ def _requirements(section: Mapping[str, Any], variant: Mapping[str, Any]) -> Req
     requirements = {name: _string_list(section.get(name)) for name in REQUIREMENT_SECTIONS}
     for name in ("build", "host", "run"):
         insert_variant_versions(requirements, variant, name)
+        # conda-build's finalization turns "name 1.2" into "name 1.2.*" (exact pins with a build stay)
+        requirements[name] = [_ensure_valid_spec(spec) for spec in requirements.get(name, [])]
     return Requirements(**{name: tuple(requirements.get(name, [])) for name in REQUIREMENT_SECTIONS})
 
 
