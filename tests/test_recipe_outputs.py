@@ -337,3 +337,20 @@ def test_cross_compiled_osx_arm64_builds_python_code_through_cross_python():
         assert "cross-python_osx-arm64" in pytorch.requirements.build
     # building elsewhere changes requirements, not the packages' identity
     assert [o.dist for o in cross.outputs] == [o.dist for o in native.outputs]
+
+
+def test_recipe_is_conda_build_v3_syntax_only():
+    """What conda-build and boa's mambabuild read: no rattler-build (v1) constructs."""
+    text = (RECIPE / "meta.yaml").read_text()
+    assert "${{" not in text  # v1 Jinja
+    assert not re.search(r"^context:|^\s+- if:|^\s+then:|^schema_version:", text, re.M)  # v1 structure
+    assert not (RECIPE / "recipe.yaml").exists()
+    assert not (RECIPE / "bld.bat").exists()  # Windows is not supported (docs/recipe.md)
+
+
+def test_every_output_with_files_runs_the_driver():
+    for output in rendered(Configuration("linux-64", "mkl", "12.9")).outputs:
+        if output.name in ("pytorch-cpu", "pytorch-gpu"):
+            assert output.script is None  # a metapackage: no files
+        else:
+            assert output.script == "build.sh", output.dist
