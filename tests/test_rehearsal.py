@@ -37,7 +37,7 @@ def _config(*, cuda: bool) -> Path:
 
 
 def _rehearse(config: Path, work_root: Path, *, reverse_variants: bool = False) -> Rehearsal:
-    for tool in ("cmake", "ninja", "g++", "readelf"):
+    for tool in ("cmake", "ninja", "g++", "readelf", "patchelf"):
         if shutil.which(tool) is None:
             pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
     rehearsal = Rehearsal(

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from feedstock_tools.errors import ToolError
-from feedstock_tools.rehearsal import ninja_log, prefixes
+from feedstock_tools.rehearsal import ninja_log, prefixes, relocation
+from feedstock_tools.rehearsal.activation import compiler_activation
 from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps, work_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +208,7 @@ class Rehearsal:
 
     # ---- one step ----------------------------------------------------------------------------------------
     def environment(self, step: Step) -> dict[str, str]:
-        """What conda-build exports to a build script."""
+        """What conda-build exports to a build script, with the compiler packages' activation."""
         env = {key: os.environ[key] for key in (*INHERITED, *CALLER_KNOBS) if key in os.environ}
         build_subdir = local_subdir()
         target_subdir = step.variant.get("target_platform", build_subdir)
@@ -246,6 +247,17 @@ class Rehearsal:
         for key, value in step.variant.items():
             if isinstance(value, str):
                 env[key] = value
+        env.update(
+            compiler_activation(
+                prefix=self.prefix,
+                build_prefix=self.build_prefix,
+                src_dir=self.src_dir,
+                pkg_name=step.name,
+                pkg_version=step.version,
+                target_platform=target_subdir,
+                build_platform=build_subdir,
+            )
+        )
         return env
 
     def provision_host(self, step: Step) -> None:
@@ -308,6 +320,7 @@ class Rehearsal:
         entries = ninja_log.new_entries(log_before, ninja_log.read_log(ninja_log_path), started_ns)
         result = StepResult(step, returncode, seconds, new_files, ninja_log.objects(entries), log)
         if result.ok and step.name != TOP_LEVEL_NAME:
+            relocation.relocate(self.prefix, new_files)
             result.package_dir = self._write_package(step, new_files)
         self.results.append(result)
         return result
