@@ -1,0 +1,127 @@
+"""The rehearsal harness's own logic, without building anything."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from feedstock_tools.__main__ import main
+from feedstock_tools.errors import ToolError
+from feedstock_tools.rehearsal import ninja_log, resolve_config
+from feedstock_tools.rehearsal.harness import REPO_ROOT, Rehearsal, reversed_variants
+from feedstock_tools.rehearsal.plan import Step, plan_steps, python_minor, work_name
+from feedstock_tools.rehearsal.relocation import relocated_rpath
+
+CI_SUPPORT = REPO_ROOT / ".ci_support"
+
+
+def _first(pattern: str) -> Path:
+    found = sorted(CI_SUPPORT.glob(pattern))
+    if not found:
+        pytest.fail(f"no {pattern} in {CI_SUPPORT}")
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("spec", "minor"), [("3.10.* *_cpython", "3.10"), ("3.14.* *_cp314", "3.14"), ("3.12", "3.12")]
+)
+def test_python_minor(spec: str, minor: str) -> None:
+    assert python_minor(spec) == minor
+
+
+def test_python_minor_rejects_garbage() -> None:
+    with pytest.raises(ToolError, match="cannot read a Python version"):
+        python_minor("pypy")
+
+
+def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
+    from feedstock_tools.recipe_render import render_recipe
+
+    config = _first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml")
+    steps = plan_steps(config, REPO_ROOT / "recipe")
+    rendered = render_recipe(REPO_ROOT / "recipe", config)
+    assert steps[0].name == "libtorch-split"
+    assert [step.name for step in steps[1:]] == [output.name for output in rendered.outputs]
+    pythons = [step.python for step in steps if step.name == "pytorch"]
+    assert "3.14" in pythons and pythons == sorted(pythons, key=lambda v: tuple(map(int, v.split("."))))
+    magma = {step.variant["magma_variant"] for step in steps if step.name == "libtorch-cuda-linalg"}
+    assert magma == {"magma", "nomagma"}
+    assert not next(step for step in steps if step.name == "pytorch-gpu").has_script
+
+
+def _step(name: str, python: str, magma: str = "") -> Step:
+    variant = {"magma_variant": magma} if magma else {}
+    return Step(name, "2.13.0", 0, "", variant, True, python)
+
+
+def test_reversed_variants_keeps_output_names_in_place() -> None:
+    steps = [
+        _step("libtorch-split", "3.10"),
+        _step("libtorch-cuda-linalg", "3.10", "magma"),
+        _step("libtorch-cuda-linalg", "3.10", "nomagma"),
+        _step("libtorch", "3.10"),
+        _step("pytorch", "3.10"),
+        _step("pytorch", "3.11"),
+        _step("pytorch", "3.12"),
+    ]
+    labels = [step.label for step in reversed_variants(steps)]
+    assert labels == [
+        "libtorch-split",
+        "libtorch-cuda-linalg-nomagma",
+        "libtorch-cuda-linalg-magma",
+        "libtorch",
+        "pytorch-py3.12",
+        "pytorch-py3.11",
+        "pytorch-py3.10",
+    ]
+
+
+def test_relocated_rpath_follows_conda_build(tmp_path: Path) -> None:
+    prefix = tmp_path / "h_env"
+    library = prefix / "lib" / "python3.11" / "site-packages" / "torch" / "_C.so"
+    entries = ["$ORIGIN/lib", f"{prefix}/lib", "/work/src/build/lib", "relative/dir"]
+    assert relocated_rpath(entries, library, prefix) == "$ORIGIN/lib:$ORIGIN/../../.."
+    assert relocated_rpath([], prefix / "lib" / "libc10.so", prefix) == "$ORIGIN/."
+
+
+def test_ninja_log_falls_back_to_mtimes_when_ninja_rewrote_its_log() -> None:
+    before = "# ninja log v5\n1\t2\t100\tCMakeFiles/c10.dir/a.cpp.o\th\n"
+    appended = before + "3\t4\t300\tCMakeFiles/torch_python.dir/m.cpp.o\th\n"
+    assert ninja_log.objects(ninja_log.new_entries(before, appended, 250)) == [
+        "CMakeFiles/torch_python.dir/m.cpp.o"
+    ]
+    rewritten = (
+        "# ninja log v5\n3\t4\t300\tCMakeFiles/torch_python.dir/m.cpp.o\th\n"
+        "1\t2\t100\tCMakeFiles/c10.dir/a.cpp.o\th\n"
+    )
+    assert ninja_log.objects(ninja_log.new_entries(before, rewritten, 250)) == [
+        "CMakeFiles/torch_python.dir/m.cpp.o"
+    ]
+    assert ninja_log.target_of("third_party/x/CMakeFiles/magma.dir/magma.cpp.o") == "magma"
+
+
+def test_work_names_are_short_and_distinct() -> None:
+    names = {work_name(path) for path in CI_SUPPORT.glob("linux_*.yaml")}
+    assert len(names) == len(list(CI_SUPPORT.glob("linux_*.yaml")))
+    assert "linux-64_generic_cuda12.9" in names
+
+
+def test_config_names_with_dots_resolve() -> None:
+    config = _first("linux_64_*cuda_compiler_versionNone*.yaml")
+    assert resolve_config(config.name.removesuffix(".yaml")) == config
+    assert resolve_config(str(config)) == config
+
+
+def test_unknown_config_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rehearse", "linux_64_no_such_configuration"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: no configuration 'linux_64_no_such_configuration'")
+    assert "\n" not in error
+
+
+def test_osx_configurations_are_refused() -> None:
+    config = _first("osx_*.yaml")
+    with pytest.raises(ToolError, match="targets osx"):
+        Rehearsal(config, work_root=Path(os.devnull))
