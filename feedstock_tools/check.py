@@ -55,7 +55,8 @@ class HostRule:
 HOST_RULES: dict[str, HostRule] = {
     "libtorch": HostRule(all_of_top_level=False),
     LINALG: HostRule(all_of_top_level=True, extras=("libmagma-devel",)),
-    PYTORCH: HostRule(all_of_top_level=True, extras=("libtorch",), own_python=True),
+    # libmagma-devel (CUDA): the re-run of pass 1's cache after the MAGMA pass must find MAGMA again
+    PYTORCH: HostRule(all_of_top_level=True, extras=("libtorch", "libmagma-devel"), own_python=True),
 }
 SUBSET_RULE = HostRule(all_of_top_level=False)
 

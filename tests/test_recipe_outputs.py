@@ -208,10 +208,14 @@ def test_requirement_lists_agree_across_outputs(configuration: Configuration) ->
     assert fixed_python == f"python {global_pins(configuration)['python_min'][0]}.*"
     libtorch_host = list(one(recipe, "libtorch").requirements.host)
     assert libtorch_host == cpp_and_python[: len(libtorch_host)]
+    magma_devel = f"libmagma-devel {global_pins(configuration)['libmagma_devel'][0]}.*"
     for pytorch in recipe.by_name("pytorch"):
-        assert list(pytorch.requirements.host[1:-1]) == cpp_and_python
+        # CUDA: MAGMA's files for the CMake re-run in pass 1's cache (build-time only)
+        extra = [magma_devel] if configuration.is_cuda else []
+        assert list(pytorch.requirements.host[1:-1]) == [*cpp_and_python, *extra]
+        assert ("libmagma-devel" in pytorch.build.get("ignore_run_exports_from", [])) == configuration.is_cuda
     for linalg in recipe.by_name("libtorch-cuda-linalg"):
-        extra = ["libmagma-devel 2.10.0.*"] if linalg.variant["magma_variant"] == "magma" else []
+        extra = [magma_devel] if linalg.variant["magma_variant"] == "magma" else []
         assert list(linalg.requirements.host) == [*top_host, *extra]
     # the build tools and compilers of every output are those of pass 1
     for output in recipe.outputs:
