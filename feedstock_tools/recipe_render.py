@@ -445,7 +445,8 @@ class RenderedRecipe:
 
 def _select(text: str, namespace: Mapping[str, Any]) -> str:
     try:
-        return select_lines(text, namespace)
+        # strict: an unknown name in our own recipe is a typo (conda-build would read it as False)
+        return select_lines(text, namespace, strict=True)
     except SelectorError as exc:
         raise ToolError(f"{exc}; fix the selector or add the key to the variant config") from None
 

@@ -101,19 +101,31 @@ class _OsWithEnviron:
         return getattr(os, name)
 
 
-def evaluate_selector(expression: str, namespace: Mapping[str, Any]) -> bool:
-    """Evaluate one bracketed selector expression; unknown names are an error, as in conda-build."""
+class _UnknownNamesAreFalse(dict):
+    """A namespace in which a name nobody defined reads as False, as conda-build's eval_selector does."""
+
+    def __missing__(self, key: str) -> bool:
+        return False
+
+
+def evaluate_selector(expression: str, namespace: Mapping[str, Any], strict: bool = False) -> bool:
+    """Evaluate one bracketed selector expression.
+
+    conda-build reads a name it does not know as False (``magma_variant`` on a platform that lacks the
+    key); ``strict=True`` makes it an error instead, which catches typos in a recipe we own.
+    """
+    names = dict(namespace) if strict else _UnknownNamesAreFalse(namespace)
     try:
-        return bool(eval(expression, {"__builtins__": {}}, dict(namespace)))
+        return bool(eval(expression, {"__builtins__": {}}, names))
     except Exception as exc:
         raise SelectorError(f"invalid selector [{expression}]: {exc}") from exc
 
 
-def select_lines(text: str, namespace: Mapping[str, Any]) -> str:
+def select_lines(text: str, namespace: Mapping[str, Any], strict: bool = False) -> str:
     """Apply line selectors to ``text``: keep unselected lines and lines whose selector is true.
 
     Comment-only lines are dropped, and a kept line loses its selector and trailing comment,
-    exactly like conda-build's ``select_lines``.
+    exactly like conda-build's ``select_lines``. ``strict`` as in :func:`evaluate_selector`.
     """
     kept: list[str] = []
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -126,7 +138,7 @@ def select_lines(text: str, namespace: Mapping[str, Any]) -> str:
             kept.append(line)
             continue
         try:
-            keep = evaluate_selector(match.group(3), namespace)
+            keep = evaluate_selector(match.group(3), namespace, strict)
         except SelectorError as exc:
             raise SelectorError(f"line {number}: {exc}") from None
         if keep:

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from feedstock_tools.selectors import SELECTOR_LINE, SelectorError, selector_namespace
+from feedstock_tools.selectors import select_lines, selector_namespace
 
 Spec = dict[str, Any]
 Variant = dict[str, Any]
@@ -42,40 +42,6 @@ class VariantError(ValueError):
     """A variant file or migration cannot be combined; the message says which key and why."""
 
 
-class _FalseForUnknownNames(dict):
-    """A selector namespace in which an undefined name reads as False, as conda-build treats it."""
-
-    def __missing__(self, key: str) -> bool:
-        return False
-
-
-def select_lines_lenient(text: str, namespace: Mapping[str, Any]) -> str:
-    """conda-build's ``select_lines``: drop comment lines, keep lines whose ``[selector]`` is true.
-
-    Unlike :func:`feedstock_tools.selectors.select_lines`, a name the namespace does not define is
-    False (conda-build replaces it by ``False`` and evaluates again), which is what happens to
-    ``magma_variant`` in a selector on a platform where the key does not exist.
-    """
-    lenient = _FalseForUnknownNames(namespace)
-    kept: list[str] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip()
-        if line.lstrip().startswith("#"):
-            continue
-        trailing_quote = line[-1] if line and line[-1] in "'\"" else ""
-        match = SELECTOR_LINE.match(line)
-        if not match:
-            kept.append(line)
-            continue
-        try:
-            keep = bool(eval(match.group(3), {"__builtins__": {}}, lenient))
-        except Exception as exc:
-            raise SelectorError(f"line {number}: invalid selector [{match.group(3)}]: {exc}") from None
-        if keep:
-            kept.append(match.group(1) + trailing_quote)
-    return "\n".join(kept) + "\n"
-
-
 def _trim_empty_keys(spec: Spec) -> Spec:
     """conda-build's ``trim_empty_keys``: a key whose every value was selected away disappears."""
     return {key: value for key, value in spec.items() if value not in (None, [], {}, "")}
@@ -90,7 +56,7 @@ def parse_variant_text(
     scalar stays a string, then keys whose values were all selected away are dropped.
     """
     namespace = selector_namespace(subdir, variant or {}, environ=environ)
-    selected = select_lines_lenient(text, namespace)
+    selected = select_lines(text, namespace)
     loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
     if not isinstance(loaded, dict):
         raise VariantError("a variant file must be a mapping of keys to lists of values")

@@ -78,9 +78,14 @@ def test_shared_pinning_cuda_lines_follow_cf_cuda_enabled():
     assert cpu["cuda_compiler_version"] == ["None"]
 
 
-def test_unknown_name_is_an_error_naming_the_line():
+def test_unknown_name_reads_as_false_like_conda_build():
+    text = "a: 1\nb: 2  # [no_such_key]\nc: 3  # [not no_such_key]\n"
+    assert select_lines(text, selector_namespace("linux-64", environ={})) == "a: 1\nc: 3\n"
+
+
+def test_unknown_name_is_an_error_naming_the_line_when_strict():
     with pytest.raises(SelectorError, match=r"line 2: invalid selector \[no_such_key\]"):
-        select_lines("a: 1\nb: 2  # [no_such_key]\n", selector_namespace("linux-64", environ={}))
+        select_lines("a: 1\nb: 2  # [no_such_key]\n", selector_namespace("linux-64", environ={}), strict=True)
 
 
 def test_unknown_subdir_is_rejected():
