@@ -16,7 +16,10 @@ For every platform that ``conda-forge.yml`` gives a CI provider, conda-smithy
    values, with every value list sorted and the YAML dumped by PyYAML.
 
 ``python -m feedstock_tools render-ci`` writes the files (and the job matrix of
-``.github/workflows/conda-build.yml``); ``--check`` reports missing, extra and stale files instead.
+``.github/workflows/conda-build.yml``) and the ``templates/`` that make conda-smithy write this
+project's own workflow, build scripts and CircleCI file instead of its stock ones; ``--check`` reports
+missing, extra and stale files, scripts that lost their executable bits and files ``skip_render`` does
+not protect, instead.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import yaml
 
 from feedstock_tools import used_vars
 from feedstock_tools.errors import ToolError
-from feedstock_tools.selectors import SelectorError, selector_namespace
+from feedstock_tools.selectors import SelectorError, select_lines, selector_namespace
 from feedstock_tools.variants import SPECIAL_KEYS as SPECIAL
 from feedstock_tools.variants import (
     Spec,
@@ -49,7 +52,6 @@ from feedstock_tools.variants import (
     explode,
     migration_timestamp,
     parse_variant_text,
-    select_lines_lenient,
     squish,
     variant_add,
 )
@@ -117,10 +119,12 @@ SELF_HOSTED_LABELS = {
     "osx-64": ["macOS", "x64", "self-hosted"],
     "osx-arm64": ["macOS", "arm64", "self-hosted"],
 }
+# GitHub-hosted runners per build platform (github_actions_labels: hosted). GitHub retired macos-13 in
+# December 2025; conda-smithy moved osx-64 to its successor, macos-15-intel, in PR #2405.
 HOSTED_LABELS = {
     "linux-64": ["ubuntu-latest"],
     "linux-aarch64": ["ubuntu-latest"],
-    "osx-64": ["macos-13"],
+    "osx-64": ["macos-15-intel"],
     "osx-arm64": ["macos-14"],
 }
 
@@ -361,7 +365,7 @@ def scan_recipe(recipe_path: Path, subdir: str, build_subdir: str, variants: Seq
         keys = tuple(sorted(variant))
         namespace = selector_namespace(subdir, variant, environ={}, build_subdir=build_subdir)
         try:
-            selected = select_lines_lenient(meta_text, namespace)
+            selected = select_lines(meta_text, namespace)
         except SelectorError as exc:
             raise ToolError(f"recipe/meta.yaml: {exc}") from exc
         meta = render_meta(selected, variant, namespace)
@@ -774,6 +778,133 @@ def splice_matrix(workflow_text: str, matrix: str) -> str:
     return workflow_text[:start] + matrix + workflow_text[end:]
 
 
+# --- files conda-smithy writes whatever conda-forge.yml says -----------------------------------------------
+
+TEMPLATES = Path("templates")
+
+
+@dataclass(frozen=True)
+class SmithyRendered:
+    """A file conda-smithy renders from one of its Jinja templates on every rerender.
+
+    ``skip_render`` does not reach these: conda-smithy deletes and rewrites them. Its Jinja loader looks in
+    the feedstock's ``templates/`` folder before its own, so a template there that renders to the
+    committed file makes the rerender write that file unchanged.
+    """
+
+    path: Path  # the file, relative to the feedstock root
+    template: str  # the name conda-smithy asks its Jinja loader for
+    executable: bool  # conda-smithy sets the executable bits after writing it
+
+
+# conda_smithy/configure_feedstock.py: render_github_actions writes the workflow; for each enabled build
+# platform _github_actions_specific_setup renders the scripts (template = file name + ".tmpl", written
+# by _render_template_exe_files, which makes them executable); _render_ci_provider writes CircleCI's
+# file even when no platform uses CircleCI.
+SMITHY_RENDERED: tuple[SmithyRendered, ...] = (
+    SmithyRendered(WORKFLOW, "github-actions.yml.tmpl", executable=False),
+    SmithyRendered(Path(".scripts") / "run_docker_build.sh", "run_docker_build.sh.tmpl", executable=True),
+    SmithyRendered(Path(".scripts") / "build_steps.sh", "build_steps.sh.tmpl", executable=True),
+    SmithyRendered(Path(".scripts") / "run_osx_build.sh", "run_osx_build.sh.tmpl", executable=True),
+    SmithyRendered(Path(".circleci") / "config.yml", "circle.yml.tmpl", executable=False),
+)
+
+# Paths conda-smithy writes on a rerender unless skip_render names the path or one of its parent
+# folders (_ignore_match): the files of its feedstock_content folder (copy_feedstock_content) and the
+# GitHub service workflows (render_github_actions_services).
+SKIPPABLE_OUTPUTS: tuple[str, ...] = (
+    ".gitattributes",
+    ".gitignore",
+    "LICENSE.txt",
+    "build-locally.py",
+    ".scripts/logging_utils.sh",
+    ".github/PULL_REQUEST_TEMPLATE.md",
+    ".github/workflows/automerge.yml",
+    ".github/workflows/webservices.yml",
+)
+# render_readme writes README.md and .github/CODEOWNERS unless this exact entry is listed.
+README_ENTRY = "README.md"
+# conda-smithy makes build-locally.py executable on every rerender, skip_render or not.
+ALWAYS_EXECUTABLE: tuple[Path, ...] = (Path("build-locally.py"),)
+
+# The end of a raw block; a file containing one cannot be wrapped in a raw block.
+_ENDRAW = re.compile(r"\{%[-+]?\s*endraw\b")
+
+
+def template_for(path: Path, text: str) -> str:
+    """A template that conda-smithy's Jinja environment renders to exactly ``text`` (the file ``path``).
+
+    The text sits in one raw block, so its own line ends, trailing ones included, come out as they are.
+    The newline after the block ends the template file; Jinja drops it from the output (conda-smithy
+    leaves ``keep_trailing_newline`` off).
+    """
+    if "\r" in text:
+        raise ToolError(f"{path}: has carriage returns, which Jinja turns into newlines; use LF line ends")
+    if _ENDRAW.search(text):
+        raise ToolError(f"{path}: contains an endraw tag, which would end the template's raw block early")
+    note = (
+        f"{{# Written by `python -m feedstock_tools render-ci` from {path.as_posix()}: conda-smithy renders "
+        f"this in place of its own template, so a rerender keeps that file. Edit the file, not this. #}}"
+    )
+    return note + "{% raw %}" + text + "{% endraw %}\n"
+
+
+def smithy_jinja_environment(root: Path) -> jinja2.Environment:
+    """A Jinja environment set up like conda-smithy's ``make_jinja_env``, minus its bundled templates."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment(
+        extensions=["jinja2.ext.do"], loader=jinja2.FileSystemLoader([str(root / TEMPLATES)])
+    )
+
+
+def skip_render_gaps(settings: ForgeSettings) -> list[str]:
+    """The files a rerender would write because ``skip_render`` does not name them (or a parent)."""
+    entries = {str(entry) for entry in settings.raw.get("skip_render") or []}
+    gaps = [
+        path
+        for path in SKIPPABLE_OUTPUTS
+        if not ({path} | {parent.as_posix() for parent in Path(path).parents}) & entries
+    ]
+    if README_ENTRY not in entries:
+        gaps += ["README.md", ".github/CODEOWNERS"]
+    return gaps
+
+
+def _source_text(root: Path, item: SmithyRendered, generated: Mapping[Path, str]) -> str:
+    """The text conda-smithy must write for ``item``: what this generator writes, else the file."""
+    if item.path in generated:
+        return generated[item.path]
+    source = root / item.path
+    if not source.is_file():
+        raise ToolError(
+            f"{item.path} is missing: conda-smithy writes it on every rerender; restore it from git"
+        )
+    return source.read_text(encoding="utf-8")
+
+
+def smithy_templates(root: Path, generated: Mapping[Path, str]) -> dict[Path, str]:
+    """Relative path -> text of the ``templates/`` files that keep conda-smithy's renders unchanged.
+
+    Empty for a tree without ``templates/``: a partial copy of the feedstock (the consistency check
+    works on one) or a feedstock that leaves these files to conda-smithy.
+    """
+    if not (root / TEMPLATES).is_dir():
+        return {}
+    return {
+        TEMPLATES / item.template: template_for(item.path, _source_text(root, item, generated))
+        for item in SMITHY_RENDERED
+    }
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and path.stat().st_mode & 0o111 == 0o111
+
+
+def _executable_paths() -> list[Path]:
+    return [item.path for item in SMITHY_RENDERED if item.executable] + list(ALWAYS_EXECUTABLE)
+
+
 # --- writing and checking -------------------------------------------------------------------------------
 
 
@@ -787,22 +918,41 @@ def expected_files(root: Path, pinning_dir: Path) -> dict[Path, str]:
         text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs, settings))
         # The job timeout comes from conda-forge.yml (github_actions.timeout_minutes), as with conda-smithy.
         files[WORKFLOW] = TIMEOUT_LINE.sub(rf"\g<1>{settings.timeout_minutes}", text, count=1)
+    files.update(smithy_templates(root, files))
     return files
+
+
+SKIP_RENDER_GAP = "not in skip_render:"
+
+
+def _owned_files(root: Path) -> list[Path]:
+    """The files present in the folders this generator owns entirely (relative paths)."""
+    present = sorted((root / CI_SUPPORT).glob("*.yaml"))
+    if (root / TEMPLATES).is_dir():
+        present += sorted(path for path in (root / TEMPLATES).iterdir() if path.is_file())
+    return [path.relative_to(root) for path in present]
 
 
 def drift(root: Path, pinning_dir: Path) -> list[str]:
     """One line per file a rerender would add, remove or change (empty when up to date)."""
     expected = expected_files(root, pinning_dir)
     problems = []
-    present = {path.relative_to(root) for path in (root / CI_SUPPORT).glob("*.yaml")}
-    for path in sorted(set(expected) | present):
+    for path in sorted(set(expected) | set(_owned_files(root))):
         actual = root / path
-        if path not in expected:
+        if path not in expected and path.parent == TEMPLATES:
+            problems.append(f"extra: {path} (conda-smithy would render it in place of its own template)")
+        elif path not in expected:
             problems.append(f"extra: {path} (no configuration of the recipe produces it)")
         elif not actual.is_file():
             problems.append(f"missing: {path}")
         elif actual.read_text(encoding="utf-8") != expected[path]:
             problems.append(f"out of date: {path}")
+    for path in _executable_paths():
+        if (root / path).is_file() and not _is_executable(root / path):
+            problems.append(f"not executable: {path} (a rerender sets its executable bits)")
+    settings = read_forge_settings(root / "conda-forge.yml")
+    for path in skip_render_gaps(settings):
+        problems.append(f"{SKIP_RENDER_GAP} {path} (a rerender would write it)")
     return problems
 
 
@@ -810,10 +960,10 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
     """Write what a rerender writes; remove CI files no configuration produces. Returns the changes."""
     expected = expected_files(root, pinning_dir)
     changes = []
-    for path in sorted((root / CI_SUPPORT).glob("*.yaml")):
-        if path.relative_to(root) not in expected:
-            path.unlink()
-            changes.append(f"removed {path.relative_to(root)}")
+    for path in _owned_files(root):
+        if path not in expected:
+            (root / path).unlink()
+            changes.append(f"removed {path}")
     for path, text in expected.items():
         target = root / path
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
@@ -822,7 +972,24 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
             temporary.write_text(text, encoding="utf-8")
             os.replace(temporary, target)
             changes.append(f"wrote {path}")
+    for path in _executable_paths():
+        target = root / path
+        if target.is_file() and not _is_executable(target):
+            target.chmod(target.stat().st_mode | 0o111)
+            changes.append(f"made {path} executable")
     return changes
+
+
+def _check_failure(problems: Sequence[str]) -> str:
+    """The one-line summary of ``render-ci --check``: what fixes the problems it listed."""
+    gaps = sum(problem.startswith(SKIP_RENDER_GAP) for problem in problems)
+    fixes = []
+    if gaps < len(problems):
+        fixes.append("run: python -m feedstock_tools render-ci")
+    if gaps:
+        # conda-forge.yml is written by hand; the generator does not rewrite it.
+        fixes.append("add the files not in skip_render to skip_render in conda-forge.yml")
+    return f"{len(problems)} CI file(s) differ from a rerender; " + "; ".join(fixes)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -831,9 +998,7 @@ def _run(args: argparse.Namespace) -> int:
         for problem in problems:
             print(problem)
         if problems:
-            raise ToolError(
-                f"{len(problems)} CI file(s) differ from a rerender; run: python -m feedstock_tools render-ci"
-            )
+            raise ToolError(_check_failure(problems))
         print("CI files are up to date")
         return 0
     if args.list:
@@ -856,8 +1021,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Compute the CI configurations conda-smithy renders from recipe/meta.yaml, "
             "recipe/conda_build_config.yaml, conda-forge's global pinning and .ci_support/migrations/, "
             "and write them to .ci_support/ (one file per CI job) and to the job matrix of "
-            ".github/workflows/conda-build.yml. --check only reports files that are missing, extra or "
-            "out of date (exit 1 if any)."
+            ".github/workflows/conda-build.yml; write templates/, which makes conda-smithy render this "
+            "project's workflow, build scripts and CircleCI file unchanged. --check only reports files "
+            "that are missing, extra or out of date, lost executable bits and files skip_render does not "
+            "protect (exit 1 if any)."
         ),
     )
     parser.add_argument("--check", action="store_true", help="report drift instead of writing")

@@ -98,13 +98,30 @@ def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support
         if entry["os"] == "ubuntu":
             assert entry["runs_on"][0].startswith("cirun-openstack-gpu-2xlarge--${{ github.run_id }}-")
             assert entry["CONDA_FORGE_DOCKER_RUN_ARGS"] == "--gpus all"
+        else:
+            # github_actions_labels: hosted -> GitHub's Intel macOS runner (osx-arm64 is cross-compiled there)
+            assert entry["runs_on"] == ["macos-15-intel"], entry["CONFIG"]
+            assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
+
+
+def test_macos_jobs_ask_for_hosted_runners(rendered: list[ci_support.CiConfig]) -> None:
+    for config in rendered:
+        expected = ["hosted"] if config.subdir.startswith("osx") else ["cirun-openstack-gpu-2xlarge"]
+        assert config.data["github_actions_labels"] == expected, config.name
+
+
+def _copy_feedstock(tmp_path: Path) -> Path:
+    """The parts of the repository a rerender reads or writes, in a scratch folder."""
+    root = tmp_path / "feedstock"
+    for name in ("recipe", ".ci_support", ".github", ".scripts", ".circleci", "templates"):
+        shutil.copytree(REPO / name, root / name)
+    shutil.copy2(REPO / "conda-forge.yml", root)
+    shutil.copy2(REPO / "build-locally.py", root)
+    return root
 
 
 def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
-    root = tmp_path / "feedstock"
-    for name in ("recipe", ".ci_support", ".github"):
-        shutil.copytree(REPO / name, root / name)
-    shutil.copy(REPO / "conda-forge.yml", root)
+    root = _copy_feedstock(tmp_path)
     configs = sorted((root / ".ci_support").glob("*.yaml"))
     configs[0].unlink()
     (root / ".ci_support" / "linux_64_stale.yaml").write_text("python:\n- '2.7'\n")
@@ -124,6 +141,101 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
     assert fixed.returncode == 0
     assert not (root / ".ci_support" / "linux_64_stale.yaml").exists()
     assert ci_support.drift(root, PINNING) == []
+
+
+# --- the files conda-smithy renders from its templates whatever skip_render says --------------------------
+
+
+def test_templates_render_to_the_committed_files() -> None:
+    """conda-smithy's Jinja environment (feedstock templates first) renders each file unchanged."""
+    environment = ci_support.smithy_jinja_environment(REPO)
+    # A few of the variables conda-smithy renders its templates with: the raw block must ignore them.
+    forge_config = {"configs": [], "github_actions": {"self_hosted": True}, "upload_on_branch": "main"}
+    for item in ci_support.SMITHY_RENDERED:
+        rendered_text = environment.get_template(item.template).render(**forge_config)
+        assert rendered_text == (REPO / item.path).read_text(encoding="utf-8"), item.path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "no trailing newline",
+        "two trailing newlines\n\n",
+        "#!/bin/bash\necho ${{ github.run_id }} {{ not_a_variable }} {% if x %}{# c #}\n",
+        "{% raw %} nested opening tags are text\n",
+        "",
+    ],
+)
+def test_template_renders_exactly_the_text(tmp_path: Path, text: str) -> None:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "x.tmpl").write_text(ci_support.template_for(Path("x"), text))
+    rendered_text = ci_support.smithy_jinja_environment(tmp_path).get_template("x.tmpl").render()
+    assert rendered_text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("a\r\nb\n", "carriage returns"), ("x {%- endraw %} y\n", "endraw"), ("{% endraw\n%}", "endraw")],
+)
+def test_template_refuses_text_a_raw_block_cannot_hold(text: str, message: str) -> None:
+    with pytest.raises(ToolError, match=message):
+        ci_support.template_for(Path("x"), text)
+
+
+def test_every_file_smithy_renders_has_a_template() -> None:
+    templates = {path.name for path in (REPO / ci_support.TEMPLATES).iterdir()}
+    assert templates == {item.template for item in ci_support.SMITHY_RENDERED}
+    for item in ci_support.SMITHY_RENDERED:
+        mode = (REPO / item.path).stat().st_mode
+        assert bool(mode & 0o111) == item.executable, item.path
+
+
+def test_check_reports_template_drift_lost_exec_bits_and_skip_render_gaps(tmp_path: Path) -> None:
+    root = _copy_feedstock(tmp_path)
+    script = root / ".scripts" / "build_steps.sh"
+    script.write_text(script.read_text() + "echo edited without render-ci\n")
+    script.chmod(0o644)
+    (root / "templates" / "README.md.tmpl").write_text("stray\n")
+    forge = root / "conda-forge.yml"
+    forge.write_text(forge.read_text().replace("  - .github ", "  - .github/workflows/conda-build.yml "))
+    (root / ".circleci" / "config.yml").write_text("version: 2\n")
+
+    assert ci_support.drift(root, PINNING) == [
+        "extra: templates/README.md.tmpl (conda-smithy would render it in place of its own template)",
+        "out of date: templates/build_steps.sh.tmpl",
+        "out of date: templates/circle.yml.tmpl",
+        "not executable: .scripts/build_steps.sh (a rerender sets its executable bits)",
+        "not in skip_render: .github/PULL_REQUEST_TEMPLATE.md (a rerender would write it)",
+        "not in skip_render: .github/workflows/automerge.yml (a rerender would write it)",
+        "not in skip_render: .github/workflows/webservices.yml (a rerender would write it)",
+    ]
+    ci_support.write_files(root, PINNING)
+    # render-ci regenerates templates and exec bits; skip_render is conda-forge.yml's, edited by hand.
+    assert [p for p in ci_support.drift(root, PINNING) if not p.startswith("not in skip_render")] == []
+    environment = ci_support.smithy_jinja_environment(root)
+    assert environment.get_template("build_steps.sh.tmpl").render() == script.read_text()
+    assert environment.get_template("circle.yml.tmpl").render() == "version: 2\n"
+    command = [sys.executable, "-m", "feedstock_tools", "render-ci", "--check", "--root", str(root)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: 3 CI file(s) differ from a rerender; "
+        "add the files not in skip_render to skip_render in conda-forge.yml"
+    )
+
+
+def test_a_missing_smithy_rendered_file_is_a_one_line_error(tmp_path: Path) -> None:
+    root = _copy_feedstock(tmp_path)
+    (root / ".circleci" / "config.yml").unlink()
+    with pytest.raises(ToolError, match=r"^\.circleci/config\.yml is missing: conda-smithy writes it"):
+        ci_support.drift(root, PINNING)
+
+
+def test_readme_skip_is_the_exact_entry() -> None:
+    settings = ci_support.read_forge_settings(REPO / "conda-forge.yml")
+    without_readme = [entry for entry in settings.raw["skip_render"] if entry != "README.md"]
+    changed = ci_support.ForgeSettings(**{**settings.__dict__, "raw": {"skip_render": without_readme}})
+    assert ci_support.skip_render_gaps(changed) == ["README.md", ".github/CODEOWNERS"]
 
 
 # --- conda-build's variant algebra ------------------------------------------------------------------------
