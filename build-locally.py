@@ -192,7 +192,9 @@ def build_environment(config: CiConfigSummary, args: argparse.Namespace, root: P
     if args.rel_with_deb_info:
         env["REL_WITH_DEB_INFO"] = "1"
     if args.verbose:
+        # VERBOSE: the CI scripts echo their commands; MEGABUILD_VERBOSE: the driver's full compile lines
         env["VERBOSE"] = "1"
+        env["MEGABUILD_VERBOSE"] = "1"
     return env
 
 

@@ -70,6 +70,8 @@ docker run "${docker_run_args[@]}" \
     -e DEBUG \
     -e REL_WITH_DEB_INFO \
     -e VERBOSE \
+    -e MEGABUILD_VERBOSE \
+    -e MEGABUILD_STRICT \
     -e BUILD_WITH_CONDA_DEBUG \
     -e BUILD_OUTPUT_ID \
     -e BINSTAR_TOKEN \

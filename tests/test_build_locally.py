@@ -106,7 +106,17 @@ def feedstock(tmp_path: Path) -> Feedstock:
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("CI", "OSX_SDK_DIR", "CPU_COUNT", "MAX_JOBS", "DEBUG", "VERBOSE", "GITHUB_ACTIONS")
+        if key
+        not in (
+            "CI",
+            "OSX_SDK_DIR",
+            "CPU_COUNT",
+            "MAX_JOBS",
+            "DEBUG",
+            "VERBOSE",
+            "MEGABUILD_VERBOSE",
+            "GITHUB_ACTIONS",
+        )
     }
     env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", DOCKER_STANDIN_LOG=str(log), HOME=str(tmp_path))
     return Feedstock(root, log, env)
@@ -131,6 +141,8 @@ def expected_run_argv(root: Path, image: str, extra: list[str]) -> list[str]:
         "DEBUG",
         "REL_WITH_DEB_INFO",
         "VERBOSE",
+        "MEGABUILD_VERBOSE",
+        "MEGABUILD_STRICT",
         "BUILD_WITH_CONDA_DEBUG",
         "BUILD_OUTPUT_ID",
         "BINSTAR_TOKEN",
@@ -207,12 +219,13 @@ def test_debug_and_build_knobs_reach_the_container(feedstock: Feedstock) -> None
     env = feedstock.docker_calls()[-1]["env"]
     assert env["BUILD_WITH_CONDA_DEBUG"] == "1"
     assert env["BUILD_OUTPUT_ID"] == "pytorch-*"
-    assert (env["CPU_COUNT"], env["MAX_JOBS"], env["REL_WITH_DEB_INFO"], env["VERBOSE"]) == (
-        "8",
-        "6",
-        "1",
-        "1",
-    )
+    assert (
+        env["CPU_COUNT"],
+        env["MAX_JOBS"],
+        env["REL_WITH_DEB_INFO"],
+        env["VERBOSE"],
+        env["MEGABUILD_VERBOSE"],
+    ) == ("8", "6", "1", "1", "1")
     assert "DEBUG" not in env
 
 
