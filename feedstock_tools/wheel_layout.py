@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +87,11 @@ def lay_out_wheel_as_build_tree(wheel: Path, src_dir: Path) -> UpstreamTrees:
         raise ToolError(f"{built} exists already: lay the wheel out into an empty directory")
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(built)
+        # zipfile drops the permission bits; the wheel records them (torch_shm_manager is executable)
+        for member in archive.infolist():
+            mode = member.external_attr >> 16 & 0o7777
+            if mode and not member.is_dir():
+                (built / member.filename).chmod(mode)
     metadata.mkdir(parents=True)
     for dist_info in built.glob("*.dist-info"):
         dist_info.rename(metadata / dist_info.name)
@@ -116,7 +120,7 @@ def merge_prefixes(prefixes: dict[str, Path], environment: Path) -> None:
     """Install the packages into ``environment`` as conda does: every path from exactly one package."""
     owner: dict[Path, str] = {}
     for package, prefix in prefixes.items():
-        for source in _entries(prefix):
+        for source in _staging.entries_below(prefix):
             relative = source.relative_to(prefix)
             if relative in owner:
                 raise ToolError(
@@ -134,7 +138,7 @@ def merge_prefixes(prefixes: dict[str, Path], environment: Path) -> None:
 def package_sizes(prefixes: dict[str, Path]) -> list[PackageSize]:
     rows = []
     for package, prefix in prefixes.items():
-        entries = list(_entries(prefix))
+        entries = list(_staging.entries_below(prefix))
         links = [entry for entry in entries if entry.is_symlink()]
         size = sum(entry.lstat().st_size for entry in entries if not entry.is_symlink())
         rows.append(PackageSize(package, len(entries) - len(links), len(links), size))
@@ -157,17 +161,6 @@ def format_table(rows: list[PackageSize], dropped: tuple[int, int]) -> str:
         f"| {_package_files.NOT_SHIPPED} | {dropped[0]} | 0 | {dropped[1] / 1e6:.1f} |",
     ]
     return "\n".join(lines)
-
-
-def _entries(prefix: Path) -> Iterator[Path]:
-    """Files and symlinks below ``prefix`` (a symlink to a directory is one entry)."""
-    for dirpath, dirnames, filenames in os.walk(prefix):
-        here = Path(dirpath)
-        for name in [d for d in dirnames if (here / d).is_symlink()]:
-            dirnames.remove(name)
-            filenames.append(name)
-        for name in filenames:
-            yield here / name
 
 
 def run(wheel: Path, work: Path) -> str:

@@ -9,6 +9,7 @@ CMake package locations with the recipe's own consumer project.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -175,6 +176,7 @@ def test_cmake_consumer_builds_links_and_runs(
         ]
     configure = run_with_tools_on_path(arguments)
     assert configure.returncode == 0, configure.stdout + configure.stderr
+    assert "Found Torch" in configure.stdout
     # the build runs the consumer's check_extension target too: import torch + the extension, call it
     compiled = run_with_tools_on_path(["cmake", "--build", build])
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
@@ -183,6 +185,7 @@ def test_cmake_consumer_builds_links_and_runs(
     executable = build / "torch_consumer"
     ran = run_clean([executable])
     assert ran.returncode == 0, f"{executable.name}: {ran.stdout}{ran.stderr}"
+    assert ran.stdout.startswith("torch 2.13.0: sum(x^2)=30"), ran.stdout
     assert ran.stdout.rstrip().endswith("OK"), ran.stdout
     needed = subprocess.run(["readelf", "-d", str(executable)], capture_output=True, text=True, check=True)
     assert re.search(r"NEEDED.*\[libtorch_cpu\.so\]", needed.stdout), needed.stdout
@@ -233,6 +236,7 @@ def test_report_counts_every_staged_file(merged: MergedEnvironment) -> None:
     assert rows[PYTORCH].links == 4
     assert (merged.prefixes[PYTORCH] / "lib" / "libtorch_python.so").is_file()
     assert rows[LIBTORCH].bytes > 400e6  # libtorch_cpu.so alone is 434 MB
+    assert os.access(merged.env / "bin" / "torch_shm_manager", os.X_OK)  # the wheel's mode bits survive
     table = format_table(list(rows.values()), not_shipped(merged.trees))
     assert re.search(rf"^\| {LIBTORCH} \| {rows[LIBTORCH].files} \| 0 \|", table, re.MULTILINE)
     print("\n" + table)

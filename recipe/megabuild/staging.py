@@ -89,16 +89,20 @@ def tree_files(tree: Tree, root: Path) -> Iterator[str]:
     """Every file and symlink of a tree, relative and with '/'; the install tree only below its four dirs."""
     tops = [root / name for name in INSTALL_TREE_DIRS] if tree == "install" else [root]
     for top in tops:
-        if not top.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(top):
-            here = Path(dirpath)
-            # a symlink to a directory is one entry, not a tree to descend into
-            for name in [d for d in dirnames if (here / d).is_symlink()]:
-                dirnames.remove(name)
-                filenames.append(name)
-            for name in filenames:
-                yield (here / name).relative_to(root).as_posix()
+        for entry in entries_below(top):
+            yield entry.relative_to(root).as_posix()
+
+
+def entries_below(top: Path) -> Iterator[Path]:
+    """Files and symlinks below ``top``, the way a package lists them: a symlink to a directory is one
+    entry, not a tree to descend into. Nothing for a missing ``top``."""
+    for dirpath, dirnames, filenames in os.walk(top):
+        here = Path(dirpath)
+        for name in [d for d in dirnames if (here / d).is_symlink()]:
+            dirnames.remove(name)
+            filenames.append(name)
+        for name in filenames:
+            yield here / name
 
 
 def classify(trees: UpstreamTrees, rules: Iterable[Rule] = RULES) -> list[Placement]:
