@@ -9,6 +9,7 @@ membership, never from a list written here.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 import subprocess
@@ -229,6 +230,26 @@ def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) ->
         if path not in accounted and ".dist-info/" not in path
     }
     assert extra == set()
+
+
+def test_no_step_changes_what_its_host_prefix_held(rehearsal: Rehearsal) -> None:
+    """conda-build packages new files only: a pass rewriting e.g. libtorch's files in pytorch's host
+    would lose that change silently."""
+    assert {r.step.label: r.modified_host_files for r in rehearsal.results if r.modified_host_files} == {}
+
+
+def test_links_in_packages_stay_inside_the_prefix(rehearsal: Rehearsal) -> None:
+    for result in rehearsal.results:
+        if result.package_dir is None:
+            continue
+        for rel in result.new_files:
+            path = result.package_dir / rel
+            if not path.is_symlink():
+                continue
+            target = os.readlink(path)
+            assert not os.path.isabs(target), f"{result.step.label}: {rel} -> {target} is absolute"
+            resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+            assert not resolved.startswith(".."), f"{result.step.label}: {rel} -> {target} leaves the prefix"
 
 
 def test_import_torch_in_a_prefix_made_from_the_packages(rehearsal: Rehearsal) -> None:

@@ -135,6 +135,8 @@ def print_summary(
 ) -> dict:
     print("\nSteps (measured by the rehearsal from build/.ninja_log):")
     print(report.steps_table(rehearsal.results))
+    for line in report.host_changes(rehearsal.results):
+        print(f"   WARNING {line}: conda-build packages new files only, so that change is lost")
     driver = report.driver_report(rehearsal)
     print(f"\nThe driver's per-pass table ({report.DRIVER_REPORT}):")
     print(report.driver_table(driver) if driver is not None else "   (the driver wrote no report)")
@@ -160,6 +162,7 @@ def print_summary(
                 "seconds": round(r.seconds, 2),
                 "objects": r.objects,
                 "files": r.new_files,
+                "modified_host_files": r.modified_host_files,
             }
             for r in rehearsal.results
         ],

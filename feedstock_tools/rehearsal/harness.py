@@ -90,6 +90,9 @@ class StepResult:
     objects: list[str]
     log: Path
     package_dir: Path | None = None
+    # Files of the host prefix (installed before the script ran) that the script changed: conda-build
+    # packages new files only, so such changes are silently lost.
+    modified_host_files: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -310,6 +313,7 @@ class Rehearsal:
             return result
         self.provision_host(step)
         before = prefixes.prefix_files(self.prefix)
+        states = prefixes.file_states(self.prefix, before)
         ninja_log_path = self.src_dir / "build" / ".ninja_log"
         log_before = ninja_log.read_log(ninja_log_path)
         started_ns = time.time_ns()
@@ -318,7 +322,18 @@ class Rehearsal:
         seconds = time.monotonic() - started
         new_files = sorted(prefixes.prefix_files(self.prefix) - before)
         entries = ninja_log.new_entries(log_before, ninja_log.read_log(ninja_log_path), started_ns)
-        result = StepResult(step, returncode, seconds, new_files, ninja_log.objects(entries), log)
+        still_there = {
+            rel for rel in before if (self.prefix / rel).exists() or (self.prefix / rel).is_symlink()
+        }
+        modified = sorted(
+            rel
+            for rel, state in prefixes.file_states(self.prefix, still_there).items()
+            if state != states[rel]
+        )
+        modified += sorted(before - still_there)
+        result = StepResult(
+            step, returncode, seconds, new_files, ninja_log.objects(entries), log, None, modified
+        )
         if result.ok and step.name != TOP_LEVEL_NAME:
             relocation.relocate(self.prefix, new_files)
             result.package_dir = self._write_package(step, new_files)

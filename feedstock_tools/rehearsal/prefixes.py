@@ -10,11 +10,14 @@ stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from feedstock_tools.errors import ToolError
@@ -87,11 +90,30 @@ def link_tree(source: Path, destination: Path) -> None:
     shutil.copytree(source, destination, symlinks=True, copy_function=link_or_copy)
 
 
+@contextmanager
+def cache_lock(cache_dir: Path) -> Iterator[None]:
+    """Serialises cache writers: two test sessions or rehearsals may start at once on one machine."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / ".lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def venv_template(cache_dir: Path, minor: str, log: Path) -> Path:
     """A venv of CPython ``minor`` with the template packages, made once and reused."""
     template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}"
     if (template / ".complete").exists():
         return template
+    with cache_lock(cache_dir):
+        if not (template / ".complete").exists():
+            _make_venv_template(template, minor, log)
+    return template
+
+
+def _make_venv_template(template: Path, minor: str, log: Path) -> None:
     interpreter = find_interpreter(minor)
     if interpreter is None:
         raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
@@ -105,14 +127,14 @@ def venv_template(cache_dir: Path, minor: str, log: Path) -> Path:
             stderr=out,
         )
     (template / ".complete").write_text("ok\n")
-    return template
 
 
 def build_prefix_template(cache_dir: Path) -> Path:
     """BUILD_PREFIX: ``bin/python`` is the interpreter running this tool (the driver is stdlib-only)."""
     template = cache_dir / f"build-env-{sys.version_info[0]}.{sys.version_info[1]}"
-    if not (template / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(template)], check=True)
+    with cache_lock(cache_dir):
+        if not (template / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(template)], check=True)
     return template
 
 
@@ -121,6 +143,13 @@ def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
     prefix = cache_dir / "libmagma"
     if (prefix / "lib" / "libmagma.so").exists():
         return prefix
+    with cache_lock(cache_dir):
+        if not (prefix / "lib" / "libmagma.so").exists():
+            _build_magma(standin, cache_dir, prefix, log)
+    return prefix
+
+
+def _build_magma(standin: Path, cache_dir: Path, prefix: Path, log: Path) -> None:
     build = cache_dir / "libmagma-build"
     shutil.rmtree(build, ignore_errors=True)
     with log.open("a") as out:
@@ -131,7 +160,6 @@ def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
             ["cmake", "--install", str(build)],
         ):  # fmt: skip
             subprocess.run(args, check=True, stdout=out, stderr=out)
-    return prefix
 
 
 def prefix_files(prefix: Path) -> set[str]:
@@ -147,6 +175,15 @@ def prefix_files(prefix: Path) -> set[str]:
             if (base / name).is_symlink():
                 found.add((base / name).relative_to(prefix).as_posix())
     return found
+
+
+def file_states(prefix: Path, files: set[str]) -> dict[str, tuple[int, int]]:
+    """(size, mtime_ns) of each file, to notice a build script that changes what the host installed."""
+    states: dict[str, tuple[int, int]] = {}
+    for rel in files:
+        info = (prefix / rel).lstat()
+        states[rel] = (info.st_size, info.st_mtime_ns)
+    return states
 
 
 def install_files(source_root: Path, files: list[str], destination: Path) -> None:

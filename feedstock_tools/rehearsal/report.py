@@ -100,6 +100,15 @@ def steps_table(results: list[StepResult]) -> str:
     return table(["#", "step", "result", "s", "objects", "targets compiled", "files"], rows)
 
 
+def host_changes(results: list[StepResult]) -> list[str]:
+    """One line per step that changed or removed files its host prefix had before the script ran."""
+    return [
+        f"{r.step.label} changed {len(r.modified_host_files)} host file(s), first {r.modified_host_files[0]}"
+        for r in results
+        if r.modified_host_files
+    ]
+
+
 def driver_report(rehearsal: Rehearsal) -> Any:
     path = rehearsal.src_dir / DRIVER_REPORT
     if not path.exists():
