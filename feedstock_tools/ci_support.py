@@ -313,7 +313,7 @@ class _Output:
     script: str | None
     force_use: frozenset[str]
     force_ignore: frozenset[str]
-    requirements: dict[str, set[str]]
+    requirements: dict[str, list[str]]
 
 
 def _outputs(meta: Mapping[str, Any], selected: str, unselected: str) -> list[_Output]:
@@ -332,7 +332,7 @@ def _outputs(meta: Mapping[str, Any], selected: str, unselected: str) -> list[_O
                 script=output.get("script"),
                 force_use=frozenset(str(k) for k in as_list(build.get("force_use_keys") or [])),
                 force_ignore=frozenset(str(k) for k in as_list(build.get("force_ignore_keys") or [])),
-                requirements=used_vars.rendered_requirement_names(output.get("requirements")),
+                requirements=used_vars.rendered_requirements(output.get("requirements")),
             )
         )
     return outputs
@@ -385,7 +385,7 @@ def scan_recipe(recipe_path: Path, subdir: str, build_subdir: str, variants: Seq
                     script=script,
                     force_use=frozenset(as_list(build.get("force_use_keys") or [])),
                     force_ignore=frozenset(as_list(build.get("force_ignore_keys") or [])),
-                    requirements=used_vars.rendered_requirement_names(meta.get("requirements")),
+                    requirements=used_vars.rendered_requirements(meta.get("requirements")),
                 )
             ]
         if not outputs:

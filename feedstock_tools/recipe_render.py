@@ -28,8 +28,10 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
   ``<lang>_compiler`` keys through ``compiler('lang')`` and ``<lang>_stdlib`` keys through ``stdlib('lang')``.
   Each output is scanned on its own block of the raw recipe, plus ``$key`` in its ``.sh`` script,
   ``target_platform``, ``channel_targets`` and ``build/force_use_keys``; the top level on the recipe without
-  its ``outputs`` section plus ``build.sh``. The regular expressions are this module's own reading of those
-  changes (the exact upstream text was not at hand).
+  its ``outputs`` section plus ``build.sh``. The scan, the section/block extraction and the run-only trim
+  are :mod:`feedstock_tools.used_vars`, shared with the CI generator (its docstring lists where the two
+  copies differed and why conda-build's behaviour was kept); the regular expressions are that module's own
+  reading of those changes (the exact upstream text was not at hand).
 * Hash: ``h`` + the first 7 hex digits of sha1 over ``json.dumps`` (sorted keys) of the used keys' values,
   leaving out python/r_base/perl/lua (unless the value has a space, as ``3.12.* *_cpython`` does), numpy when
   pinned via ``x.x``, ``ignore_version`` keys, and adding ``__virtual`` run requirements; the same rule as
@@ -50,7 +52,6 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import itertools
 import json
@@ -63,6 +64,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from feedstock_tools import used_vars
 from feedstock_tools.errors import ToolError
 from feedstock_tools.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 
@@ -80,9 +82,6 @@ DEFAULT_COMPILERS: dict[str, dict[str, str]] = {
 }
 REQUIREMENT_SECTIONS = ("build", "host", "run", "run_constrained")
 
-_OUTPUTS_SECTION = re.compile(r"(^outputs:.*?)(?=^test:|^extra:|^about:|\Z)", re.M | re.S)
-_OUTPUT_BLOCK = re.compile(r"^\ +-\ +(?:name|type):.+?(?=^\w|\Z|^\ +-\ +(?:name|type))", re.M | re.S)
-_REQUIREMENTS_BLOCK = re.compile(r"requirements:.+?(?=^\w|\Z|^\s+-\s(?=name|type))", re.M | re.S)
 _PKG_HASH_IN_STRING = re.compile(r"h\{\{\s*PKG_HASH\s*\}\}")
 _NUMPY_XX = re.compile(r"(numpy\s*x\.x)|pin_compatible\([\'\"]numpy.*max_pin=[\'\"]x\.x[\'\"]")
 _NUMPY_COMPATIBLE = re.compile(r"pin_\w+\([\'\"]numpy[\'\"]")
@@ -175,93 +174,14 @@ def expand_variants(config: Mapping[str, Any]) -> list[Variant]:
     return variants
 
 
-# ---- used variables (conda_build.variants.find_used_variables_in_text) ------------------------------------
+# ---- used variables: feedstock_tools.used_vars ----------------------------------------------------------
 
 
 def find_used_variables_in_text(
     variant_keys: Iterable[str], recipe_text: str, selectors_only: bool = False
 ) -> set[str]:
-    """The keys ``recipe_text`` uses, by conda-build's text rules (see the module docstring)."""
-    return set(_find_used_variables(tuple(variant_keys), recipe_text, selectors_only))
-
-
-@functools.lru_cache(maxsize=4096)
-def _find_used_variables(
-    variant_keys: tuple[str, ...], recipe_text: str, selectors_only: bool
-) -> frozenset[str]:
-    used: set[str] = set()
-    lines = recipe_text.splitlines()
-    normalized_text = recipe_text.replace("-", "_")
-    for key in variant_keys:
-        if key in PASS_THROUGH_KEYS:
-            continue
-        patterns: list[str] = []
-        function_match = re.match(r"(.*?)_(compiler|stdlib)(_version)?$", key)
-        if function_match and not selectors_only:
-            lang, function = function_match.group(1), function_match.group(2)
-            patterns.append(
-                r"\{\s*FUNCTION\([\'\"]LANG[\"\'][^\{]*?\}".replace("FUNCTION", function).replace(
-                    "LANG", re.escape(lang)
-                )
-            )
-            candidate_lines = [line for line in lines if key in line or lang in line]
-        elif key not in normalized_text:  # shortcut: no line can name the key
-            continue
-        else:
-            candidate_lines = [line for line in lines if key in line.replace("-", "_")]
-        if not candidate_lines:
-            continue
-        key_regex = re.escape(key)
-        # a key stands alone: no name character before or after it (conda-build >= 24.11)
-        alone = r"(?<![\w])" + key_regex + r"(?![\w])"
-        requirement_name = "[-_]".join(map(re.escape, key.split("_")))
-        if selectors_only:
-            patterns.insert(0, r"^[^#\[]*?\#?\s\[[^\]]*?(?<![_\w\d])KEY[=\s<>!\]]".replace("KEY", key_regex))
-        else:
-            patterns += [
-                # {{ key }}, {{ key | filter }}, {{ pin_compatible('key') }}
-                r"\{\{-?\s*(?:pin_[a-z]+\(\s*['\"])?KEY(?![\w])[^}]*\}\}".replace("KEY", key_regex),
-                # single-line {% set ... %}, {% for ... %}, {% if / elif ... %}
-                r"\{%-?\s*(?:set|for)\s[^%]*?ALONE[^%]*%\}".replace("ALONE", alone),
-                r"(?:^|[^{])\{%-?\s*(?:el)?if\s[^%]*?ALONE[^%]*%\}".replace("ALONE", alone),
-                # a plain requirement name, no version
-                r"^\s+\-\s+NAME\s*(?:\s[\[#]|$)".replace("NAME", requirement_name),
-            ]
-        combined = re.compile("|".join(patterns))
-        if any(combined.search(line) for line in candidate_lines):
-            used.add(key)
-    return frozenset(used)
-
-
-def find_used_variables_in_shell_script(variant_keys: Iterable[str], script: Path) -> set[str]:
-    """Keys a ``.sh`` script reads as ``$key`` / ``${key}`` (conda-build's rule)."""
-    text = script.read_text()
-    return {
-        key
-        for key in variant_keys
-        if key not in PASS_THROUGH_KEYS
-        and re.search(
-            r"(^[^$]*?\$\{?\s*KEY\s*[\s|\}])".replace("KEY", re.escape(key)), text, flags=re.M | re.S
-        )
-    }
-
-
-def _outputs_text(recipe_text: str) -> str:
-    match = _OUTPUTS_SECTION.search(recipe_text)
-    return match.group(1) if match else ""
-
-
-def _requirement_names(specs: Iterable[str]) -> set[str]:
-    return {spec.split()[0].replace("-", "_") for spec in specs if spec}
-
-
-def _trim_run_only(used: set[str], requirements: Mapping[str, list[str]]) -> set[str]:
-    """conda-build's trim_build_only_deps: drop keys named as a whole run requirement only."""
-    build_host = _requirement_names(requirements.get("build", [])) | _requirement_names(
-        requirements.get("host", [])
-    )
-    run = requirements.get("run", [])
-    return {key for key in used if not (key in run and key not in build_host)}
+    """The keys ``recipe_text`` uses, by conda-build's text rules (:func:`used_vars.find_used_in_text`)."""
+    return set(used_vars.find_used_in_text(tuple(variant_keys), recipe_text, selectors_only))
 
 
 # ---- the Jinja context (conda_build.jinja_context) ---------------------------------------------------------
@@ -588,7 +508,7 @@ class _RecipeRenderer:
         if not self.meta_path.is_file():
             raise ToolError(f"no meta.yaml in {recipe_dir}; pass the recipe directory")
         self.raw = self.meta_path.read_text()
-        self.blocks = _OUTPUT_BLOCK.findall(_outputs_text(self.raw))
+        self.blocks = used_vars.output_blocks(self.raw)
         self.subdir = subdir
         self.build_subdir = build_subdir or subdir
         self.environ = dict(environ)
@@ -696,21 +616,14 @@ class _RecipeRenderer:
         self, scope: _VariantScope, raw_text: str, requirements: Mapping[str, list[str]]
     ) -> set[str]:
         """conda-build's _get_used_vars_meta_yaml for one piece of raw recipe text."""
-        by_selector = find_used_variables_in_text(scope.keys, raw_text, selectors_only=True)
         selected = _select(raw_text, scope.namespace)
-        everywhere = find_used_variables_in_text(scope.keys, selected)
-        match = _REQUIREMENTS_BLOCK.search(selected)
-        in_requirements = find_used_variables_in_text(scope.keys, match.group() if match else "")
-        outside = (everywhere | by_selector) - in_requirements
-        return outside | _trim_run_only(in_requirements, requirements)
+        return used_vars.used_in_meta_yaml(scope.keys, selected, raw_text, requirements, scope.variant)
 
     def top_level_used(self, scope: _VariantScope, top: Mapping[str, Any]) -> set[str]:
-        top_text = self.raw.replace(_outputs_text(self.raw).strip(), "")
+        top_text = used_vars.top_level_text(self.raw)
         requirements = {k: _string_list(v) for k, v in (top.get("requirements") or {}).items()}
         used = self.used_in_text(scope, top_text, requirements)
-        build_sh = self.recipe_dir / "build.sh"
-        if build_sh.is_file():
-            used |= find_used_variables_in_shell_script(scope.keys, build_sh)
+        used |= used_vars.find_used_in_shell_script(scope.keys, self.recipe_dir / "build.sh")
         return _forced(used | _always_used(scope.variant), top.get("build") or {})
 
     def reduce(self, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -725,11 +638,10 @@ class _RecipeRenderer:
         }
         first.setdefault("target_platform", self.subdir)
         scope = self.scope(first)
-        used = find_used_variables_in_text(scope.keys, self.raw, selectors_only=True)
-        used |= find_used_variables_in_text(scope.keys, _select(self.raw, scope.namespace))
-        build_sh = self.recipe_dir / "build.sh"
-        if build_sh.is_file():
-            used |= find_used_variables_in_shell_script(scope.keys, build_sh)
+        keys = tuple(scope.keys)
+        used = set(used_vars.find_used_in_text(keys, self.raw, selectors_only=True))
+        used |= used_vars.find_used_in_text(keys, _select(self.raw, scope.namespace))
+        used |= used_vars.find_used_in_shell_script(scope.keys, self.recipe_dir / "build.sh")
         used = _forced(used | _always_used(first), self.top_level(scope).get("build") or {})
         zip_groups = config.get("zip_keys") or []
         if zip_groups and isinstance(zip_groups[0], str):
@@ -824,13 +736,12 @@ class _RecipeRenderer:
         requirements_section = {k: _string_list(v) for k, v in (output.get("requirements") or {}).items()}
         used = self.used_in_text(scope, block, requirements_section)
         script = output.get("script")
-        if isinstance(script, str) and script.endswith(".sh") and (self.recipe_dir / script).is_file():
-            used |= find_used_variables_in_shell_script(scope.keys, self.recipe_dir / script)
+        if isinstance(script, str) and script.endswith(".sh"):
+            used |= used_vars.find_used_in_shell_script(scope.keys, self.recipe_dir / script)
         used = _forced(used | _always_used(scope.variant), output["build"])
         _used_or_error(used, scope.variant, f"output {output['name']}")
-        match = _REQUIREMENTS_BLOCK.search(block)
         run = _requirements(requirements_section, scope.variant).run
-        return used, _hash_contents(used, scope.variant, match.group() if match else "", run)
+        return used, _hash_contents(used, scope.variant, used_vars.requirements_text(block), run)
 
 
 def top_level_used_variables(

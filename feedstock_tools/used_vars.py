@@ -1,4 +1,4 @@
-"""Which variant keys a recipe *uses*, found the way conda-build finds them: by scanning text.
+r"""Which variant keys a recipe *uses*, found the way conda-build finds them: by scanning text.
 
 conda-build never asks the rendered recipe which variables it read; it searches the recipe text
 (``conda_build/variants.py: find_used_variables_in_text`` and ``find_used_variables_in_shell_script``,
@@ -18,29 +18,48 @@ by a non-name character, so ``python {{ python_min }}`` uses ``python_min`` and 
 
 For a multi-output recipe each output is scanned on its own block of ``outputs:``; the "top level"
 is the recipe text without ``outputs:`` plus the block of the output being looked at.
+
+This is the one scan of the project: the CI generator (:mod:`feedstock_tools.ci_support`) and the render
+emulation (:mod:`feedstock_tools.recipe_render`) both use it. Where the two used to differ, the behaviour
+kept is conda-build's (>= 24.11), checked against its sources:
+
+- ``{% for x in key %}``: only a key after ``in`` is a use, not the loop variable (conda/conda-build#5447
+  and #5514, ``for_regex``); the render emulation had counted any standalone name in the statement.
+- Every key given is scanned, ``zip_keys`` and the other pass-through settings included
+  (``MetaData._get_used_vars_meta_yaml`` passes ``tuple(sorted(self.config.variant.keys()))``); callers
+  that want only the matrix keys pass only those (the render emulation does).
+- The ``outputs:`` section ends at a top-level ``test:``, ``extra:`` or ``about:`` (``extract_outputs_text``:
+  ``(^outputs:.*?)(?=^test:|^extra:|^about:|\Z)``) and an output block is ``metadata.py``'s ``output_re``
+  (an indented ``- name:`` or ``- type:`` item); the CI generator had ended the section at any top-level
+  key and split blocks at ``- name:`` only.
+- Run-only requirements (``trim_build_only_deps``): build and host are compared by name, but a key counts
+  as a run requirement only when a *whole* run entry is the key (``dep in run_reqs`` on the rendered
+  strings); a key in build but not host is dropped when ``ignore_build_only_deps`` lists it and it is not
+  such a run entry. The CI generator had compared run entries by name, the render emulation had left out
+  ``ignore_build_only_deps``.
+
+None of these changes what this recipe renders to or the CI files generated from it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
-OUTPUTS_SECTION = re.compile(r"(^outputs:.*?)(?=^\w|\Z)", flags=re.MULTILINE | re.DOTALL)
-OUTPUT_BLOCK = re.compile(r"^[ \t]*-[ \t]+name:.+?(?=^[ \t]*-[ \t]+name:|\Z)", flags=re.MULTILINE | re.DOTALL)
+# conda-build metadata.py: extract_outputs_text, output_re and the requirements block of
+# _get_used_vars_meta_yaml_helper.
+OUTPUTS_SECTION = re.compile(r"(^outputs:.*?)(?=^test:|^extra:|^about:|\Z)", flags=re.MULTILINE | re.DOTALL)
+OUTPUT_BLOCK = re.compile(
+    r"^\ +-\ +(?:name|type):.+?(?=^\w|\Z|^\ +-\ +(?:name|type))", flags=re.MULTILINE | re.DOTALL
+)
 REQUIREMENTS_BLOCK = re.compile(
     r"requirements:.+?(?=^\w|\Z|^\s+-\s(?=name|type))", flags=re.MULTILINE | re.DOTALL
 )
 _REQUIREMENT_SECTION = re.compile(r"^\s+(build|host|run|run_constrained):\s*$")
 _REQUIREMENT_ITEM = re.compile(r"^\s+-\s+(\S+)")
-_SKIP = re.compile(r"^\s+skip:\s*(.+?)\s*$", flags=re.MULTILINE)
-_SCRIPT = re.compile(r"^\s+script:\s*(\S+)\s*$", flags=re.MULTILINE)
-_NAME = re.compile(r"^[ \t]*-[ \t]+name:[ \t]*(.+?)[ \t]*$", flags=re.MULTILINE)
 # The CUDA-compiler detection conda-smithy uses to set CF_CUDA_ENABLED (a non-comment line calling it).
 CUDA_COMPILER_LINE = re.compile(r"""^[^#]*compiler\((\"cuda\"|'cuda')\).*""")
 
@@ -55,6 +74,7 @@ def find_used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = F
     """The variant keys among ``keys`` that ``text`` uses (selectors only, or everything but selectors)."""
     used: set[str] = set()
     lines = text.splitlines()
+    normalized = text.replace("-", "_")
     for key in keys:
         patterns: list[str] = []
         function = re.match(r"(.*?)_(compiler|stdlib)(_version)?$", key)
@@ -62,6 +82,8 @@ def find_used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = F
             language, name = function.group(1), function.group(2)
             patterns.append(rf"\{{\s*{name}\(['\"]{re.escape(language)}['\"][^{{]*?\}}")
             candidates = [line for line in lines if key in line or language in line]
+        elif key not in normalized:  # shortcut: no line can name the key
+            continue
         else:
             candidates = [line for line in lines if key in line.replace("-", "_")]
         if not candidates:
@@ -72,10 +94,13 @@ def find_used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = F
         else:
             requirement_name = "[-_]".join(map(re.escape, key.split("_")))
             patterns += [
+                # {{ key }}, {{ key | filter }}, {{ pin_compatible('key') }}
                 rf"\{{\{{-?\s*(?:pin_[a-z]+\(\s*['\"])?{re.escape(key)}(?![\w])[^}}]*\}}\}}",
+                # single-line {% set %}, {% if %}/{% elif %}, and {% for ... in <key> %}
                 rf"\{{%-?\s*set\s[^%]*?{key_re}[^%]*%\}}",
                 rf"(?:^|[^{{])\{{%-?\s*(?:el)?if\s[^%]*?{key_re}[^%]*%\}}",
                 rf"(?:^|[^{{])\{{%-?\s*for\s.*\sin\s[^%]*?{key_re}[^%]*%\}}",
+                # a plain requirement name, no version
                 rf"^\s+-\s+{requirement_name}\s*(?:\s[\[#]|$)",
             ]
         combined = re.compile("|".join(patterns))
@@ -84,16 +109,11 @@ def find_used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = F
     return frozenset(used)
 
 
-@lru_cache(maxsize=256)
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
-
-
 def find_used_in_shell_script(keys: Iterable[str], script: Path) -> set[str]:
     """Keys referenced as ``$key`` or ``${key}`` in a shell script (conda-build's shell-script scan)."""
     if not script.is_file():
         return set()
-    return set(_used_in_script(tuple(keys), _read(script)))
+    return set(_used_in_script(tuple(keys), script.read_text(encoding="utf-8")))
 
 
 @lru_cache(maxsize=256)
@@ -107,13 +127,13 @@ def _used_in_script(keys: tuple[str, ...], text: str) -> frozenset[str]:
 
 
 def outputs_text(text: str) -> str:
-    """The ``outputs:`` section of a recipe text (up to the next top-level key), or ``""``."""
+    """The ``outputs:`` section of a recipe text (up to a top-level test/extra/about), or ``""``."""
     match = OUTPUTS_SECTION.search(text)
     return match.group(1) if match else ""
 
 
 def output_blocks(text: str) -> list[str]:
-    """The text of each ``- name:`` entry of the ``outputs:`` section, in recipe order."""
+    """The text of each ``- name:`` (or ``- type:``) entry of the ``outputs:`` section, in recipe order."""
     return OUTPUT_BLOCK.findall(outputs_text(text))
 
 
@@ -129,65 +149,14 @@ def requirements_text(text: str) -> str:
     return match.group() if match else ""
 
 
-def render_scalar(value: str, variant: Mapping[str, Any]) -> str:
-    """A recipe scalar with its Jinja expressions evaluated against ``variant`` (undefined -> empty)."""
-    if "{{" not in value and "{%" not in value:
-        return value.strip().strip("'\"")
-    environment = jinja2.Environment(undefined=jinja2.Undefined)
-    context = {key: value for key, value in variant.items() if isinstance(value, str)}
-    return environment.from_string(value).render(**context).strip().strip("'\"")
-
-
-def is_true(value: str) -> bool:
-    return value.strip().strip("'\"").lower() in ("true", "yes", "1", "on")
-
-
-@dataclass(frozen=True)
-class OutputText:
-    """One output of a recipe as the scanner sees it for one variant."""
-
-    name: str
-    selected: str  # the block with selectors applied
-    unselected: str  # the block before selectors, as conda-build pairs them (by index)
-    skipped: bool
-    script: str | None
-
-
-def recipe_outputs(selected: str, unselected: str, variant: Mapping[str, Any]) -> list[OutputText]:
-    """The outputs of a recipe for one variant, pairing selected and unselected blocks by position.
-
-    conda-build looks an output up by its index among the rendered outputs and takes the block at
-    that index from the text it is scanning, selected or not; the same pairing is made here.
-    """
-    selected_blocks = output_blocks(selected)
-    unselected_blocks = output_blocks(unselected)
-    outputs: list[OutputText] = []
-    for index, block in enumerate(selected_blocks):
-        name_match = _NAME.search(block)
-        name = render_scalar(name_match.group(1), variant) if name_match else ""
-        skip_match = _SKIP.search(block)
-        skipped = bool(skip_match) and is_true(render_scalar(skip_match.group(1), variant))
-        script_match = _SCRIPT.search(block)
-        script = render_scalar(script_match.group(1), variant) if script_match else None
-        raw = unselected_blocks[index] if index < len(unselected_blocks) else ""
-        outputs.append(OutputText(name, block, raw, skipped, script))
-    return outputs
-
-
-def top_level_skipped(selected: str, variant: Mapping[str, Any]) -> bool:
-    """Whether the recipe's own ``build: skip:`` is true for this variant."""
-    match = _SKIP.search(top_level_text(selected))
-    return bool(match) and is_true(render_scalar(match.group(1), variant))
-
-
-RequirementNames = Mapping[str, Iterable[str]]
+Requirements = Mapping[str, Iterable[str]]
 
 
 def requirement_names(block: str) -> dict[str, set[str]]:
     """Names per requirements section (build/host/run) of a block's requirements, ``-`` read as ``_``.
 
-    Text only: lines generated by Jinja loops are invisible here, so the CI generator passes the
-    names of the *rendered* requirements instead (:func:`rendered_requirement_names`).
+    Text only: lines generated by Jinja loops are invisible here, so the scanners pass the *rendered*
+    requirements to :func:`trim_run_only` instead.
     """
     names: dict[str, set[str]] = {"build": set(), "host": set(), "run": set()}
     section = ""
@@ -202,47 +171,57 @@ def requirement_names(block: str) -> dict[str, set[str]]:
     return names
 
 
-def rendered_requirement_names(requirements: Mapping[str, Any] | None) -> dict[str, set[str]]:
-    """Names per section of a rendered ``requirements`` mapping, as conda-build's trim compares them."""
+def rendered_requirements(requirements: Mapping[str, Any] | None) -> dict[str, list[str]]:
+    """The build/host/run entries of a rendered ``requirements`` mapping, as lists of strings."""
     return {
-        section: {
-            spec.split()[0].replace("-", "_")
-            for spec in (requirements or {}).get(section) or []
-            if isinstance(spec, str) and spec.split()
-        }
+        section: [spec for spec in (requirements or {}).get(section) or [] if isinstance(spec, str)]
         for section in ("build", "host", "run")
     }
 
 
+def _names(specs: Iterable[str]) -> set[str]:
+    return {spec.split()[0].replace("-", "_") for spec in specs if spec and spec.split()}
+
+
 def trim_run_only(
-    used_in_requirements: set[str], names: RequirementNames, variant: Mapping[str, Any]
+    used_in_requirements: set[str], requirements: Requirements, variant: Mapping[str, Any]
 ) -> set[str]:
-    """conda-build ``trim_build_only_deps``: drop keys used only as run requirements, or only in build
-    for the keys listed in ``ignore_build_only_deps`` (python, numpy)."""
-    names = {section: set(values) for section, values in names.items()}
-    names = {"build": set(), "host": set(), "run": set(), **names}
+    """conda-build ``trim_build_only_deps``: drop keys that are a whole run requirement but in neither build
+    nor host, and keys only in build that ``ignore_build_only_deps`` lists (python, numpy).
+
+    ``requirements`` are the output's rendered entries per section; build and host are compared by name
+    (``-`` read as ``_``), run by whole entry, as conda-build does.
+    """
+    build = _names(requirements.get("build", ()))
+    host = _names(requirements.get("host", ()))
+    run = set(requirements.get("run", ()))
     ignore_build_only = set(variant.get("ignore_build_only_deps", []) or [])
     removed = set()
     for key in used_in_requirements:
-        in_build, in_host = key in names["build"], key in names["host"]
-        only_run = key in names["run"] and not in_build and not in_host
-        only_build = in_build and not in_host and key in ignore_build_only
-        if only_run or only_build:
+        if key in run:
+            if key not in build and key not in host:
+                removed.add(key)
+        elif key in build and key not in host and key in ignore_build_only:
             removed.add(key)
     return used_in_requirements - removed
 
 
 def used_in_meta_yaml(
-    keys: tuple[str, ...], selected: str, unselected: str, names: RequirementNames, variant: Mapping[str, Any]
+    keys: Iterable[str],
+    selected: str,
+    unselected: str,
+    requirements: Requirements,
+    variant: Mapping[str, Any],
 ) -> set[str]:
     """conda-build ``_get_used_vars_meta_yaml`` for one scanned text (selected and unselected forms);
-    ``names`` are the requirement names of the output the text belongs to."""
+    ``requirements`` are the rendered requirements of the output the text belongs to."""
+    keys = tuple(keys)
     in_selectors = find_used_in_text(keys, unselected, selectors_only=True)
     everywhere = find_used_in_text(keys, selected)
     used = set(in_selectors | everywhere)
     in_requirements = set(find_used_in_text(keys, requirements_text(selected)))
     outside = used - in_requirements
-    return outside | trim_run_only(in_requirements, names, variant)
+    return outside | trim_run_only(in_requirements, requirements, variant)
 
 
 def recipe_has_cuda_compiler(meta_yaml: str) -> bool:

@@ -40,6 +40,7 @@ KEYS = (
         ("{% if blas_impl == 'mkl' %}", {"blas_impl"}),
         ("{% set x = blas_impl %}", {"blas_impl"}),  # single-line set and for statements count
         ("{% for dep in python_deps %}", set()),  # ... but only a standalone name
+        ("{% for python in deps %}", set()),  # ... after "in": the loop variable is not a use (#5447, #5514)
         ("{% set deps = ['python >=3.10'] %}", {"python"}),
         ("    - {{ compiler('c') }}", {"c_compiler", "c_compiler_version"}),
         ("    - {{ stdlib('c') }}", {"c_stdlib_version"}),
