@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,14 +66,13 @@ import yaml
 from feedstock_tools import used_vars
 from feedstock_tools.errors import ToolError
 from feedstock_tools.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
+from feedstock_tools.variants import SPECIAL_KEYS, VariantError, explode
 
 HASH_LENGTH = 7
 # conda-build renders PKG_HASH as a placeholder and substitutes the real hash into the final string.
 PKG_HASH_PLACEHOLDER = "1234567"
 # Keys of a variant config that are settings, not dimensions of the build matrix.
-PASS_THROUGH_KEYS = frozenset(
-    {"zip_keys", "pin_run_as_build", "extend_keys", "ignore_version", "ignore_build_only_deps"}
-)
+PASS_THROUGH_KEYS = SPECIAL_KEYS
 # Compiler names conda-build uses when a variant does not set <lang>_compiler.
 DEFAULT_COMPILERS: dict[str, dict[str, str]] = {
     "linux": {"c": "gcc", "cxx": "gxx", "fortran": "gfortran", "cuda": "cuda-nvcc"},
@@ -137,41 +135,12 @@ def load_variant_config(path: Path) -> VariantConfig:
 
 
 def expand_variants(config: Mapping[str, Any]) -> list[Variant]:
-    """The variants conda-build loops over: the product of every key, zip_keys groups moving together."""
-    zip_groups: list[list[str]] = [list(group) for group in config.get("zip_keys") or []]
-    if zip_groups and isinstance(zip_groups[0], str):
-        zip_groups = [list(config["zip_keys"])]
-    values = {
-        key: (list(value) if isinstance(value, list) else [value])
-        for key, value in config.items()
-        if key not in PASS_THROUGH_KEYS
-    }
-    dimensions: list[list[dict[str, Any]]] = []
-    grouped: set[str] = set()
-    for key in values:
-        if key in grouped:
-            continue
-        group = next((g for g in zip_groups if key in g), None)
-        members = [k for k in group if k in values] if group else [key]
-        lengths = {len(values[k]) for k in members}
-        if len(lengths) > 1:
-            raise ToolError(
-                f"zipped keys {', '.join(members)} have different lengths "
-                f"({', '.join(f'{k}={len(values[k])}' for k in members)}); give them equally long lists"
-            )
-        grouped.update(members)
-        dimensions.append(
-            [dict(zip(members, row, strict=True)) for row in zip(*(values[k] for k in members), strict=True)]
-        )
-    passthrough = {key: config[key] for key in PASS_THROUGH_KEYS if key in config}
-    variants: list[Variant] = []
-    for combination in itertools.product(*dimensions):
-        variant: Variant = {}
-        for part in combination:
-            variant.update(part)
-        variant.update(passthrough)
-        variants.append(variant)
-    return variants
+    """The variants conda-build loops over: the product of every key, zip_keys groups moving together
+    (:func:`feedstock_tools.variants.explode`, shared with the CI generator)."""
+    try:
+        return explode(dict(config))
+    except VariantError as exc:
+        raise ToolError(str(exc)) from None
 
 
 # ---- used variables: feedstock_tools.used_vars ----------------------------------------------------------

@@ -166,22 +166,36 @@ def combine_specs(specs: Sequence[Spec]) -> Spec:
 
 
 def explode(spec: Spec) -> list[Variant]:
-    """Every combination of a spec, zip groups moving together (conda-build ``explode_variants``)."""
+    """Every combination of a spec, zip groups moving together (conda-build ``explode_variants``).
+
+    The extend keys (``pin_run_as_build``, ``ignore_version``, ...), the spec's own ``extend_keys`` and
+    ``zip_keys`` pass through to every variant unchanged. conda-build takes the product over sets of keys
+    and groups, so its order is arbitrary; here a key or zip group varies in the order it first appears in
+    the spec (the last one fastest), which the render emulation relies on for a stable output order.
+    Zipped keys of different lengths are a :class:`VariantError`.
+    """
     zip_keys = _zip_groups(spec.get("zip_keys", []))
-    zipped = {key for group in zip_keys for key in group}
     extend_keys = set(EXTEND_KEYS) | set(as_list(spec.get("extend_keys", [])))
+    zipped = {key for group in zip_keys for key in group}
     passthru = {key: spec[key] for key in spec if key in extend_keys | {"zip_keys"} and key not in zipped}
     dimensions: list[tuple[tuple[str, ...], list[tuple[Any, ...]]]] = []
-    for key, value in spec.items():
-        if key in passthru or key in zipped:
+    seen: set[str] = set()
+    for key in spec:
+        if key in passthru or key in seen:
             continue
-        dimensions.append(((key,), [(item,) for item in as_list(value)]))
-    for group in zip_keys:
-        present = [key for key in group if key in spec]
-        if present:
-            dimensions.append(
-                (tuple(present), list(zip(*(as_list(spec[key]) for key in present), strict=True)))
+        group = next((g for g in zip_keys if key in g), [key])
+        members = tuple(member for member in group if member in spec)
+        columns = [as_list(spec[member]) for member in members]
+        if len({len(column) for column in columns}) > 1:
+            lengths = ", ".join(
+                f"{member}={len(column)}" for member, column in zip(members, columns, strict=True)
             )
+            raise VariantError(
+                f"zipped keys {', '.join(members)} have different lengths ({lengths}); "
+                "give them equally long lists"
+            )
+        seen.update(members)
+        dimensions.append((members, list(zip(*columns, strict=True))))
     variants: list[Variant] = []
     for combination in itertools.product(*(values for _, values in dimensions)):
         variant: Variant = dict(passthru)
