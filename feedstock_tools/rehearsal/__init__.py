@@ -148,6 +148,10 @@ def print_summary(
         print(f"   {'ok  ' if check.ok else 'FAIL'} {check.label}: {check.detail}")
     for step in rehearsal.skipped:
         print(f"   skipped pytorch for Python {step.python}: not on this machine")
+    cpu = sum(result.cpu_seconds for result in rehearsal.results)
+    print(
+        f"\nCPU time of the build scripts: {cpu:.1f} s (user + system: load on the machine does not inflate it)"
+    )
     wall = sum(phases.values())
     print(f"\nWall time: {wall:.1f} s (" + ", ".join(f"{name} {s:.1f} s" for name, s in phases.items()) + ")")
     return {
@@ -160,6 +164,7 @@ def print_summary(
                 "name": r.step.name,
                 "returncode": r.returncode,
                 "seconds": round(r.seconds, 2),
+                "cpu_seconds": round(r.cpu_seconds, 2),
                 "objects": r.objects,
                 "files": r.new_files,
                 "modified_host_files": r.modified_host_files,

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from feedstock_tools.errors import ToolError
@@ -41,6 +43,11 @@ SYSTEM_PATH = os.pathsep.join(("/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
 _MAGMA_NAMES = ("libmagma", "libmagma-devel")
 
 Progress = Callable[[str], None]
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def reversed_variants(steps: list[Step]) -> list[Step]:
@@ -93,6 +100,9 @@ class StepResult:
     # Files of the host prefix (installed before the script ran) that the script changed: conda-build
     # packages new files only, so such changes are silently lost.
     modified_host_files: list[str] = field(default_factory=list)
+    # user + system time of the script and everything it waited for: a figure the machine's load
+    # does not inflate, unlike ``seconds``
+    cpu_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -143,7 +153,7 @@ class Rehearsal:
             )
 
     # ---- layout ------------------------------------------------------------------------------------------
-    @property
+    @cached_property
     def name(self) -> str:
         return work_name(self.config_path)
 
@@ -318,8 +328,10 @@ class Rehearsal:
         log_before = ninja_log.read_log(ninja_log_path)
         started_ns = time.time_ns()
         started = time.monotonic()
+        cpu_before = _children_cpu_seconds()
         returncode = self._run_build_script(step, log)
         seconds = time.monotonic() - started
+        cpu_seconds = _children_cpu_seconds() - cpu_before
         new_files = sorted(prefixes.prefix_files(self.prefix) - before)
         entries = ninja_log.new_entries(log_before, ninja_log.read_log(ninja_log_path), started_ns)
         still_there = {
@@ -332,7 +344,14 @@ class Rehearsal:
         )
         modified += sorted(before - still_there)
         result = StepResult(
-            step, returncode, seconds, new_files, ninja_log.objects(entries), log, None, modified
+            step,
+            returncode,
+            seconds,
+            new_files,
+            ninja_log.objects(entries),
+            log,
+            modified_host_files=modified,
+            cpu_seconds=cpu_seconds,
         )
         if result.ok and step.name != TOP_LEVEL_NAME:
             relocation.relocate(self.prefix, new_files)

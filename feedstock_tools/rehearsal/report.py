@@ -92,12 +92,13 @@ def steps_table(results: list[StepResult]) -> str:
                 result.step.label,
                 "ok" if result.ok else f"exit {result.returncode}",
                 f"{result.seconds:.1f}",
+                f"{result.cpu_seconds:.1f}",
                 str(len(result.objects)),
                 target_list(targets),
                 str(len(result.new_files)),
             ]
         )
-    return table(["#", "step", "result", "s", "objects", "targets compiled", "files"], rows)
+    return table(["#", "step", "result", "s", "CPU s", "objects", "targets compiled", "files"], rows)
 
 
 def host_changes(results: list[StepResult]) -> list[str]:
