@@ -149,9 +149,7 @@ def print_summary(
     for step in rehearsal.skipped:
         print(f"   skipped pytorch for Python {step.python}: not on this machine")
     cpu = sum(result.cpu_seconds for result in rehearsal.results)
-    print(
-        f"\nCPU time of the build scripts: {cpu:.1f} s (user + system: load on the machine does not inflate it)"
-    )
+    print(f"\nCPU time of the build scripts: {cpu:.1f} s (user + system, not inflated by other load)")
     wall = sum(phases.values())
     print(f"\nWall time: {wall:.1f} s (" + ", ".join(f"{name} {s:.1f} s" for name, s in phases.items()) + ")")
     return {
