@@ -37,7 +37,7 @@ def _config(*, cuda: bool) -> Path:
     pytest.fail(f"no linux-64 generic-BLAS {'CUDA' if cuda else 'CPU'} configuration in {CI_SUPPORT}")
 
 
-def _rehearse(config: Path, work_root: Path, *, reverse_variants: bool = False) -> Rehearsal:
+def _rehearse(config: Path, work_root: Path, *, alternative: bool = False) -> Rehearsal:
     for tool in ("cmake", "ninja", "g++", "readelf", "patchelf"):
         if shutil.which(tool) is None:
             pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
@@ -46,7 +46,8 @@ def _rehearse(config: Path, work_root: Path, *, reverse_variants: bool = False) 
         work_root=work_root,
         cache_root=CACHE,
         progress=lambda _line: None,
-        reverse_variants=reverse_variants,
+        reverse_variants=alternative,
+        fresh_work_dir=alternative,
     )
     rehearsal.prepare()
     rehearsal.run()
@@ -64,12 +65,13 @@ def cpu_rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
 
 
 @pytest.fixture(scope="session")
-def reversed_cuda_rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
-    """The variants of every output in reverse order: the passes may not rely on conda-build's order."""
-    return _rehearse(_config(cuda=True), tmp_path_factory.mktemp("rehearsal-reversed"), reverse_variants=True)
+def alternative_cuda_rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
+    """The variants of every output in reverse order, each output with a fresh copy of the work directory
+    as pass 1 left it: the passes may rely neither on conda-build's order nor on a shared work dir."""
+    return _rehearse(_config(cuda=True), tmp_path_factory.mktemp("rehearsal-alternative"), alternative=True)
 
 
-@pytest.fixture(params=["cuda", "cpu", "reversed_cuda"])
+@pytest.fixture(params=["cuda", "cpu", "alternative_cuda"])
 def rehearsal(request: pytest.FixtureRequest) -> Rehearsal:
     return request.getfixturevalue(f"{request.param}_rehearsal")
 
@@ -93,7 +95,8 @@ def build_objects(rehearsal: Rehearsal) -> dict[str, set[str]]:
 
 def expected_objects(rehearsal: Rehearsal) -> list[set[str]]:
     """Per step: pass 1 compiles everything; the MAGMA linalg pass the linalg objects; a pytorch pass the
-    Python bindings when its Python differs from the one torch_python was last built for; nothing else."""
+    Python bindings when its Python differs from the one torch_python was last built for in this work
+    directory; nothing else."""
     by_target = build_objects(rehearsal)
     everything = set().union(*by_target.values())
     last_python = rehearsal.pass1_python
@@ -106,7 +109,8 @@ def expected_objects(rehearsal: Rehearsal) -> list[set[str]]:
             expected.append(by_target["torch_cuda_linalg"])
         elif step.name == "pytorch":
             expected.append(by_target["torch_python"] if step.python != last_python else set())
-            last_python = step.python
+            # a fresh work directory starts from pass 1's interpreter again
+            last_python = rehearsal.pass1_python if rehearsal.fresh_work_dir else step.python
         else:
             expected.append(set())
     return expected
@@ -205,12 +209,17 @@ def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) ->
     assert misplaced == {}, "installed files in no package or in packages of several names"
 
     accounted = set(installed)
+    checked = []
     for result in rehearsal.results:
         if result.step.name != "pytorch":
             continue
         site = f"lib/python{result.step.python}/site-packages/"
         tag = result.step.python.replace(".", "")
-        setuptools_tree = next((rehearsal.src_dir / "build").glob(f"lib.*-cpython-{tag}"))
+        setuptools_tree = next((rehearsal.src_dir / "build").glob(f"lib.*-cpython-{tag}"), None)
+        if setuptools_tree is None and rehearsal.fresh_work_dir:
+            continue  # that output's copy of the work directory is gone; the last one's tree is checked
+        assert setuptools_tree is not None, f"no setuptools tree for Python {result.step.python}"
+        checked.append(result)
         python_files = {
             f"{site}{path.relative_to(setuptools_tree).as_posix()}"
             for path in setuptools_tree.rglob("*")
@@ -223,9 +232,11 @@ def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) ->
         links = {f"{site}torch/{name}" for name in ("lib", "include", "share", "bin")}
         assert links <= set(result.new_files), f"{result.step.label} lacks the links into $PREFIX"
         accounted |= links
+    assert checked, "no pytorch package was checked against its setuptools tree"
     extra = {
         path
         for result in rehearsal.results
+        if result.step.name != "pytorch" or result in checked
         for path in result.new_files
         if path not in accounted and ".dist-info/" not in path
     }

@@ -47,6 +47,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--standin", type=Path, default=harness.DEFAULT_STANDIN, help=argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="store_true", help="stream every build script's output")
     parser.add_argument(
+        "--fresh-work-dir",
+        action="store_true",
+        help="give every output a fresh copy of the work directory as the top-level build left it "
+        "(conda-build's documented behaviour) instead of the shared one (its actual behaviour)",
+    )
+    parser.add_argument(
         "--reverse-variants",
         action="store_true",
         help="build the variants of each output in reverse order (pytorch for the newest Python first, "
@@ -95,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         standin=args.standin,
         verbose=args.verbose,
         reverse_variants=args.reverse_variants,
+        fresh_work_dir=args.fresh_work_dir,
     )
     print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
     local = harness.local_subdir()

@@ -45,6 +45,14 @@ _MAGMA_NAMES = ("libmagma", "libmagma-devel")
 Progress = Callable[[str], None]
 
 
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -103,6 +111,8 @@ class StepResult:
     # user + system time of the script and everything it waited for: a figure the machine's load
     # does not inflate, unlike ``seconds``
     cpu_seconds: float = 0.0
+    # build/megabuild-report.json as the driver left it after this step (None if it wrote none)
+    driver_report: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,6 +136,9 @@ class Rehearsal:
     # Run the variants of each output in reverse order (pytorch 3.13 first, ...): the passes must not
     # depend on the order of outputs conda-build is free to choose.
     reverse_variants: bool = False
+    # Give every output a fresh copy of the work directory as it was after the top-level build (what
+    # conda-build's documentation describes) instead of the shared one (what its code does).
+    fresh_work_dir: bool = False
     # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
     cache_root: Path | None = None
     steps: list[Step] = field(init=False)
@@ -234,6 +247,8 @@ class Rehearsal:
                 "PKG_BUILDNUM": str(step.build_number),
                 "PKG_BUILD_STRING": step.build_string or "placeholder",
                 "PKG_HASH": "h0rehearsal",
+                "TOP_PKG_NAME": self.steps[0].name,
+                "TOP_PKG_VERSION": self.steps[0].version,
                 "PREFIX": str(self.prefix),
                 "BUILD_PREFIX": str(self.build_prefix),
                 "SRC_DIR": str(self.src_dir),
@@ -321,6 +336,8 @@ class Rehearsal:
             result = StepResult(step, 0, 0.0, [], [], log, self._write_package(step, []))
             self.results.append(result)
             return result
+        if self.fresh_work_dir and step.name != TOP_LEVEL_NAME:
+            self.restore_work_dir()
         self.provision_host(step)
         before = prefixes.prefix_files(self.prefix)
         states = prefixes.file_states(self.prefix, before)
@@ -353,11 +370,29 @@ class Rehearsal:
             modified_host_files=modified,
             cpu_seconds=cpu_seconds,
         )
+        result.driver_report = _read_json(self.src_dir / "build" / "megabuild-report.json")
+        if result.ok and step.name == TOP_LEVEL_NAME and self.fresh_work_dir:
+            self.stash_work_dir()
         if result.ok and step.name != TOP_LEVEL_NAME:
             relocation.relocate(self.prefix, new_files)
             result.package_dir = self._write_package(step, new_files)
         self.results.append(result)
         return result
+
+    @property
+    def work_stash(self) -> Path:
+        return self.dir / "work-after-pass1"
+
+    def stash_work_dir(self) -> None:
+        """Keep the work directory as the top-level build left it (real copies: builds rewrite files)."""
+        shutil.copytree(self.src_dir, self.work_stash, symlinks=True)
+
+    def restore_work_dir(self) -> None:
+        """A fresh copy of the stashed work directory at the same path (mtimes kept, so Ninja sees pass 1)."""
+        if not self.work_stash.exists():
+            raise ToolError("no stash of the work directory: run the top-level build first")
+        self.remover.discard(self.src_dir)
+        shutil.copytree(self.work_stash, self.src_dir, symlinks=True)
 
     def _run_build_script(self, step: Step, log: Path) -> int:
         command = ["bash", "-o", "errexit", str(self.recipe_dir / "build.sh")]

@@ -53,11 +53,12 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     # Extra Pythons: pytorch passes whose Python differs from the one torch_python was last built for.
     # In conda-build's order (ascending Python, pass 1 on the oldest) these are the Pythons other than
     # pass 1's; in another order every switch of interpreter is unavoidable work and counts.
+    # With a fresh work directory per output, every output starts from pass 1's interpreter.
     extra, last_python = 0, rehearsal.pass1_python
     for result in results:
         if result.step.name == "pytorch":
             extra += result.step.python != last_python
-            last_python = result.step.python
+            last_python = rehearsal.pass1_python if rehearsal.fresh_work_dir else result.step.python
     return WorkRatio(
         compiled=sum(len(r.objects) for r in results),
         pass1=len(pass1.objects),
@@ -111,13 +112,20 @@ def host_changes(results: list[StepResult]) -> list[str]:
 
 
 def driver_report(rehearsal: Rehearsal) -> Any:
-    path = rehearsal.src_dir / DRIVER_REPORT
-    if not path.exists():
+    """The driver's report of all passes. With a fresh work directory per output every output saw only
+    pass 1's report, so the passes are gathered from what each step left behind."""
+    scripted = [r for r in rehearsal.results if r.step.has_script]
+    if not scripted:
         return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return None
+    if not rehearsal.fresh_work_dir:
+        return scripted[-1].driver_report
+    passes = []
+    for result in scripted:
+        report = result.driver_report
+        if not report or not isinstance(report.get("passes"), list) or not report["passes"]:
+            return None
+        passes.append(report["passes"][-1])
+    return {**(scripted[-1].driver_report or {}), "passes": passes}
 
 
 def driver_table(report: Any) -> str:
