@@ -30,15 +30,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
-PACKAGE_VERSION = "2.13.0"
 # conda-build gives a build script a fresh environment: its own variables plus a few inherited ones
 # (conda-build's docs, "Environment variables"), and whatever the recipe's build/script_env lists. The
 # caller's debugging knobs the driver honours are passed through the same way.
 INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "MAKEFLAGS",
              "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")  # fmt: skip
 CALLER_KNOBS = ("DEBUG", "REL_WITH_DEB_INFO", "MAX_JOBS", "MEGABUILD_VERBOSE", "MEGABUILD_STRICT")
-# After the prefixes: the system directories that hold cmake, ninja and the compilers.
-SYSTEM_PATH = os.pathsep.join(("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"))
+# The build tools conda would install into BUILD_PREFIX; the rehearsal finds them on the caller's PATH.
+BUILD_TOOLS = ("cmake", "ninja", "gcc", "g++", "ar", "readelf", "patchelf")
+SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # Host requirement names the harness provides from the stand-in's tiny libmagma.
 _MAGMA_NAMES = ("libmagma", "libmagma-devel")
 
@@ -65,6 +65,13 @@ def reversed_variants(steps: list[Step]) -> list[Step]:
         by_name.setdefault(step.name, []).append(step)
     reordered = {name: list(reversed(group)) for name, group in by_name.items()}
     return [reordered[step.name].pop(0) for step in steps]
+
+
+def tool_dirs() -> list[str]:
+    """After the prefixes on PATH: the directories of the build tools, then the system directories."""
+    found = (shutil.which(tool) for tool in BUILD_TOOLS)
+    dirs = [str(Path(path).parent) for path in found if path]
+    return list(dict.fromkeys([*dirs, *SYSTEM_DIRS]))
 
 
 def local_subdir() -> str:
@@ -268,7 +275,7 @@ class Rehearsal:
                 # conda-build's documented value on Unix; upstream's setup.py obeys it
                 "CMAKE_GENERATOR": "Unix Makefiles",
                 "PATH": os.pathsep.join(
-                    [str(self.prefix / "bin"), str(self.build_prefix / "bin"), SYSTEM_PATH]
+                    [str(self.prefix / "bin"), str(self.build_prefix / "bin"), *tool_dirs()]
                 ),
             }
         )

@@ -68,7 +68,8 @@ def load_config(path: Path) -> dict[str, list[str]]:
     try:
         data = yaml.load(path.read_text(), Loader=yaml.BaseLoader)
     except (OSError, yaml.YAMLError) as exc:
-        raise ToolError(f"cannot read {path}: {exc}; pass a .ci_support/<name>.yaml file") from exc
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ToolError(f"cannot read {path}: {first_line}; pass a .ci_support/<name>.yaml file") from exc
     if not isinstance(data, dict):
         raise ToolError(f"{path} is not a mapping of variant keys; pass a .ci_support/<name>.yaml file")
     return {str(k): v if isinstance(v, list) else [v] for k, v in data.items()}
