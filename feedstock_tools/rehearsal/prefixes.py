@@ -119,13 +119,21 @@ def _make_venv_template(template: Path, minor: str, log: Path) -> None:
         raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
     shutil.rmtree(template, ignore_errors=True)
     with log.open("a") as out:
-        subprocess.run([str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out)
-        subprocess.run(
-            [str(template / "bin" / "python"), "-m", "pip", "install", "--quiet", *TEMPLATE_PIP_PACKAGES],
-            check=True,
-            stdout=out,
-            stderr=out,
-        )
+        try:
+            subprocess.run(
+                [str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out
+            )
+            subprocess.run(
+                [str(template / "bin" / "python"), "-m", "pip", "install", "--quiet", *TEMPLATE_PIP_PACKAGES],
+                check=True,
+                stdout=out,
+                stderr=out,
+            )
+        except subprocess.CalledProcessError as exc:
+            raise ToolError(
+                f"could not make the Python {minor} venv template ({exc.cmd[2]} failed): PyPI must be "
+                f"reachable for the first run; details in {log}"
+            ) from exc
     (template / ".complete").write_text("ok\n")
 
 
