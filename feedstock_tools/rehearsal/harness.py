@@ -282,6 +282,10 @@ class Rehearsal:
         for key, value in step.variant.items():
             if isinstance(value, str):
                 env[key] = value
+        if target_subdir != build_subdir:
+            env["CONDA_BUILD_CROSS_COMPILATION"] = (
+                "1"  # conda-build's flag; the stand-in still builds natively
+            )
         env.update(
             compiler_activation(
                 prefix=self.prefix,
