@@ -86,20 +86,39 @@ def test_relocated_rpath_follows_conda_build(tmp_path: Path) -> None:
     assert relocated_rpath([], prefix / "lib" / "libc10.so", prefix) == "$ORIGIN/."
 
 
-def test_ninja_log_falls_back_to_mtimes_when_ninja_rewrote_its_log() -> None:
-    before = "# ninja log v5\n1\t2\t100\tCMakeFiles/c10.dir/a.cpp.o\th\n"
-    appended = before + "3\t4\t300\tCMakeFiles/torch_python.dir/m.cpp.o\th\n"
-    assert ninja_log.objects(ninja_log.new_entries(before, appended, 250)) == [
-        "CMakeFiles/torch_python.dir/m.cpp.o"
+# Real v5 lines (ninja 1.10/1.11): start and end ms restart at 0 with every ninja run, mtime in ns.
+_C10 = "12\t803\t1763730001123456789\tc10/CMakeFiles/c10.dir/core/Device.cpp.o\t8a1b9c2d3e4f5061\n"
+_BINDINGS_1 = (
+    "15\t1204\t1763730001524000123\ttorch/CMakeFiles/torch_python.dir/csrc/Module.cpp.o\t2f3e4d5c6b7a8190\n"
+)
+_BINDINGS_2 = (
+    "15\t1204\t1763730099871000456\ttorch/CMakeFiles/torch_python.dir/csrc/Module.cpp.o\t2f3e4d5c6b7a8190\n"
+)
+_LIBRARY = "1204\t1250\t1763730099901000789\tlib/libtorch_python.so\t0a9b8c7d6e5f4031\n"
+
+
+def test_ninja_log_adapter_reads_a_step_across_appends_and_compaction(tmp_path: Path) -> None:
+    """The second ninja run recompiles the bindings (same start/end, newer mtime) and relinks: only that
+    object counts, whether ninja appended its lines or compacted the log to one line per output."""
+    log = tmp_path / ".ninja_log"
+    assert ninja_log.snapshot(log) == {}  # nothing built yet
+    log.write_text("# ninja log v5\n" + _C10 + _BINDINGS_1)
+    before = ninja_log.snapshot(log)
+    bindings = ["torch/CMakeFiles/torch_python.dir/csrc/Module.cpp.o"]
+    log.write_text("# ninja log v5\n" + _C10 + _BINDINGS_1 + _BINDINGS_2 + _LIBRARY)
+    assert ninja_log.objects_between(before, ninja_log.snapshot(log)) == bindings
+    log.write_text("# ninja log v5\n" + _LIBRARY + _BINDINGS_2 + _C10)  # compacted, another order
+    assert ninja_log.objects_between(before, ninja_log.snapshot(log)) == bindings
+    assert ninja_log.objects_between(ninja_log.snapshot(log), ninja_log.snapshot(log)) == []
+    assert ninja_log.targets_of([*bindings, "third_party/x/CMakeFiles/magma.dir/magma.cpp.o"]) == [
+        "magma",
+        "torch_python",
     ]
-    rewritten = (
-        "# ninja log v5\n3\t4\t300\tCMakeFiles/torch_python.dir/m.cpp.o\th\n"
-        "1\t2\t100\tCMakeFiles/c10.dir/a.cpp.o\th\n"
-    )
-    assert ninja_log.objects(ninja_log.new_entries(before, rewritten, 250)) == [
-        "CMakeFiles/torch_python.dir/m.cpp.o"
-    ]
-    assert ninja_log.target_of("third_party/x/CMakeFiles/magma.dir/magma.cpp.o") == "magma"
+    with pytest.raises(ValueError, match="not an object of a CMake target"):
+        ninja_log.target_of("lib/libtorch_python.so")
+    log.write_text("# ninja log v4\n" + _C10)
+    with pytest.raises(ToolError, match="unsupported ninja log header"):
+        ninja_log.snapshot(log)
 
 
 def test_work_names_are_short_and_distinct() -> None:

@@ -353,15 +353,14 @@ class Rehearsal:
         before = prefixes.prefix_files(self.prefix)
         states = prefixes.file_states(self.prefix, before)
         ninja_log_path = self.src_dir / "build" / ".ninja_log"
-        log_before = ninja_log.read_log(ninja_log_path)
-        started_ns = time.time_ns()
+        log_before = ninja_log.snapshot(ninja_log_path)
         started = time.monotonic()
         cpu_before = _children_cpu_seconds()
         returncode = self._run_build_script(step, log)
         seconds = time.monotonic() - started
         cpu_seconds = _children_cpu_seconds() - cpu_before
         new_files = sorted(prefixes.prefix_files(self.prefix) - before)
-        entries = ninja_log.new_entries(log_before, ninja_log.read_log(ninja_log_path), started_ns)
+        objects = ninja_log.objects_between(log_before, ninja_log.snapshot(ninja_log_path))
         still_there = {
             rel for rel in before if (self.prefix / rel).exists() or (self.prefix / rel).is_symlink()
         }
@@ -376,7 +375,7 @@ class Rehearsal:
             returncode,
             seconds,
             new_files,
-            ninja_log.objects(entries),
+            objects,
             log,
             modified_host_files=modified,
             cpu_seconds=cpu_seconds,

@@ -1,62 +1,43 @@
 """Which objects one step compiled, read from the build directory's ``.ninja_log``.
 
-Ninja appends one line per command it ran (``start end mtime output hash``). The harness keeps the
-log's text before each step; the step's entries are what was appended. If Ninja recompacted the log
-in between (it rewrites it when it grows), the step's entries are those whose recorded output mtime
-is not older than the step's start.
+A thin adapter over the build driver's reader ``megabuild.ninja_log``: the harness snapshots the log
+(the latest entry per output) before and after each build script; the step's objects are the entries
+that are new or changed in between, which survives Ninja compacting its log. An object is what the
+driver counts as one, so the rehearsal's step table measures what the driver's report records.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-# CMake's Ninja generator puts the objects of target T under <dir>/CMakeFiles/T.dir/.
-_OBJECT = re.compile(r"(?:^|/)CMakeFiles/(?P<target>[^/]+)\.dir/.+\.o$")
+from feedstock_tools.errors import ToolError
+from feedstock_tools.recipe_imports import import_megabuild
 
+_ninja_log = import_megabuild("ninja_log")
 
-@dataclass(frozen=True)
-class LogEntry:
-    output: str
-    mtime_ns: int
-
-
-def read_log(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+Snapshot = dict[str, Any]  # output -> megabuild.ninja_log.LogEntry
 
 
-def parse(text: str) -> list[LogEntry]:
-    entries: list[LogEntry] = []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) >= 4 and fields[2].isdigit():
-            entries.append(LogEntry(fields[3], int(fields[2])))
-    return entries
+def snapshot(path: Path) -> Snapshot:
+    """The latest log entry per output; empty while nothing was built. A log the driver cannot read is a
+    one-line error."""
+    try:
+        return _ninja_log.read_log(path)
+    except _ninja_log.NinjaLogError as exc:
+        raise ToolError(str(exc)) from exc
 
 
-def new_entries(before: str, after: str, step_start_ns: int) -> list[LogEntry]:
-    if after.startswith(before):
-        return parse(after[len(before) :])
-    return [entry for entry in parse(after) if entry.mtime_ns >= step_start_ns]
-
-
-def objects(entries: list[LogEntry]) -> list[str]:
-    """Object files among ``entries``, each once, in log order."""
-    seen: dict[str, None] = {}
-    for entry in entries:
-        if _OBJECT.search(entry.output):
-            seen.setdefault(entry.output, None)
-    return list(seen)
+def objects_between(before: Snapshot, after: Snapshot) -> list[str]:
+    """The object files Ninja compiled between two snapshots, sorted."""
+    return _ninja_log.PassWork.from_entries(_ninja_log.ran_between(before, after)).objects
 
 
 def target_of(object_path: str) -> str:
-    match = _OBJECT.search(object_path)
-    if not match:
+    target = _ninja_log.target_of_object(object_path) if _ninja_log.is_object(object_path) else None
+    if target is None:
         raise ValueError(f"{object_path} is not an object of a CMake target")
-    return match.group("target")
+    return target
 
 
 def targets_of(object_paths: list[str]) -> list[str]:
