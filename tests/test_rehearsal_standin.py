@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from megabuild.cmake_cache import CMakeCache
 
 from feedstock_tools.rehearsal import ninja_log, prefixes
 from feedstock_tools.rehearsal.harness import DEFAULT_STANDIN, DEFAULT_WORK_ROOT
@@ -25,32 +26,19 @@ def venv_python(minor: str, log: Path) -> Path:
     return prefixes.venv_template(CACHE, minor, log) / "bin" / "python"
 
 
-def cache_entries(build: Path) -> dict[str, str]:
-    entries = {}
-    for line in (build / "CMakeCache.txt").read_text().splitlines():
-        if line and not line.startswith(("#", "//")) and "=" in line:
-            key, value = line.split("=", 1)
-            entries[key.split(":", 1)[0]] = value
-    return entries
+def cache_of(build: Path) -> CMakeCache:
+    return CMakeCache.load(build / "CMakeCache.txt")
 
 
 def edit_cache(build: Path, drop_prefixes: tuple[str, ...], values: dict[str, str]) -> None:
-    """Drop entries whose key starts with one of ``drop_prefixes`` (with their ``//`` help lines, which
-    CMake's parser requires to precede an entry), set ``values`` keeping each entry's type."""
-    lines: list[str] = []
-    help_lines: list[str] = []
-    for line in (build / "CMakeCache.txt").read_text().splitlines():
-        if line.startswith("//"):
-            help_lines.append(line)
-            continue
-        key = line.split("=", 1)[0].split(":", 1)[0]
-        if line and not line.startswith("#") and key.startswith(drop_prefixes):
-            help_lines = []
-            continue
-        kept = f"{line.split('=', 1)[0]}={values[key]}" if key in values else line
-        lines += [*help_lines, kept]
-        help_lines = []
-    (build / "CMakeCache.txt").write_text("\n".join(lines) + "\n")
+    """Drop the entries whose key starts with one of ``drop_prefixes``, set ``values`` keeping each entry's
+    type: chosen here by hand, as a user would, edited through the project's cache model."""
+    cache = cache_of(build)
+    for key in [key for key in cache.entries if key.startswith(drop_prefixes)]:
+        cache.remove(key)
+    for key, value in values.items():
+        cache.set(key, value)
+    cache.write()
 
 
 def numpy_include(python: Path) -> str:
@@ -108,7 +96,7 @@ def test_setup_py_configures_once_and_builds_the_install_layout(built: tuple[Pat
 
 def test_only_torch_python_sees_python_headers(built: tuple[Path, Path]) -> None:
     source, _ = built
-    include = cache_entries(source / "build")["_Python_INCLUDE_DIR"]
+    include = cache_of(source / "build").get("_Python_INCLUDE_DIR")
     commands = subprocess.run(
         ["ninja", "-C", str(source / "build"), "-t", "commands"], check=True, capture_output=True, text=True
     ).stdout
@@ -134,7 +122,7 @@ def test_retargeting_the_cache_recompiles_only_torch_python(built: tuple[Path, P
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     compiled = ninja_log.objects_between(log_before, ninja_log.snapshot(build / ".ninja_log"))
     assert set(ninja_log.targets_of(compiled)) == {"torch_python"}
-    assert cache_entries(build)["BUILD_PYTHON"] == "True"
+    assert cache_of(build).get("BUILD_PYTHON") == "True"
 
 
 def test_a_stale_findpython_cache_turns_build_python_off(built: tuple[Path, Path], tmp_path: Path) -> None:
@@ -151,7 +139,7 @@ def test_a_stale_findpython_cache_turns_build_python_off(built: tuple[Path, Path
     edit_cache(build, ("_Python_NumPy", "_Python_NUMPY"), {"Python_EXECUTABLE": str(other)})
     configure = subprocess.run(["cmake", str(build)], capture_output=True, text=True, check=True)
     assert "setting BUILD_PYTHON OFF" in " ".join(configure.stderr.split())  # CMake wraps messages
-    assert cache_entries(build)["BUILD_PYTHON"] == "OFF"
+    assert cache_of(build).get("BUILD_PYTHON") == "OFF"
 
 
 def test_environment_forwarding_never_overrides_the_cache(tmp_path: Path) -> None:
@@ -161,10 +149,10 @@ def test_environment_forwarding_never_overrides_the_cache(tmp_path: Path) -> Non
     env = {**os.environ, "USE_CUDNN": "OFF", "BUILD_FANCY_THING": "yes", "CMAKE_ARGS": "-DIGNORED=1"}
     base = ["cmake", "-GNinja", "-S", str(DEFAULT_STANDIN), "-B", str(build), "-DBUILD_PYTHON=OFF"]
     subprocess.run([*base, "-DUSE_CUDA=OFF"], env=env, check=True, capture_output=True)
-    entries = cache_entries(build)
-    assert entries["USE_CUDNN"] == "OFF"
-    assert entries["BUILD_FANCY_THING"] == "yes"
-    assert entries["CMAKE_ARGS"] == "-DIGNORED=1"  # forwarded as junk, never parsed (upstream behaviour)
-    assert "IGNORED" not in entries
+    cache = cache_of(build)
+    assert cache.get("USE_CUDNN") == "OFF"
+    assert cache.get("BUILD_FANCY_THING") == "yes"
+    assert cache.get("CMAKE_ARGS") == "-DIGNORED=1"  # forwarded as junk, never parsed (upstream behaviour)
+    assert "IGNORED" not in cache
     subprocess.run(["cmake", str(build)], env={**env, "USE_CUDNN": "ON"}, check=True, capture_output=True)
-    assert cache_entries(build)["USE_CUDNN"] == "OFF"
+    assert cache_of(build).get("USE_CUDNN") == "OFF"
