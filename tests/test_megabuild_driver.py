@@ -15,14 +15,17 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from megabuild.staging import tree_files
 
+if TYPE_CHECKING:
+    from conftest import HostPython
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipe"
 STANDIN = REPO / "tests" / "upstream_standin"
-PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
 
 pytestmark = [
     pytest.mark.rehearsal,
@@ -33,56 +36,13 @@ pytestmark = [
 ]
 
 
-def _site_packages_with_numpy(cache_root: Path, version: str) -> Path | None:
-    """A venv of pyenv's CPython ``version`` with numpy and setuptools, kept in pytest's cache."""
-    base = PYENV_ROOT / "versions" / version / "bin" / "python3"
-    if not base.exists():
-        return None
-    env_dir = cache_root / version
-    if not (env_dir / "ready-v2").exists():
-        shutil.rmtree(env_dir, ignore_errors=True)
-        subprocess.run([str(base), "-m", "venv", str(env_dir)], check=True, capture_output=True)
-        install = subprocess.run(
-            [
-                str(env_dir / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--upgrade",
-                "numpy",
-                "setuptools>=77",
-            ],
-            check=False,
-            capture_output=True,
-        )
-        if install.returncode != 0:
-            return None
-        (env_dir / "ready-v2").touch()
-    return next((env_dir / "lib").glob("python3.*/site-packages"))
-
-
-@pytest.fixture(scope="session")
-def host_pythons(request: pytest.FixtureRequest) -> dict[str, tuple[Path, Path]]:
-    """minor version -> (base interpreter, site-packages with numpy + setuptools)."""
-    root = Path(request.config.cache.mkdir("megabuild-venvs"))
-    found = {}
-    for version in ("3.10.13", "3.12.1", "3.13.0"):
-        site = _site_packages_with_numpy(root, version)
-        if site is not None:
-            found[version[:4]] = (PYENV_ROOT / "versions" / version / "bin" / "python3", site)
-    if len(found) < 2:
-        pytest.skip("needs two of pyenv's CPython 3.10/3.12/3.13 with numpy")
-    return found
-
-
 @dataclass
 class CondaBuildDouble:
     """Test double of conda-build for one recipe build: one work dir, one PREFIX path that every output gets
     afresh (a venv of the output's Python, numpy reached through a .pth file, plus its host packages)."""
 
     root: Path
-    pythons: dict[str, tuple[Path, Path]]
+    pythons: dict[str, HostPython]  # the host_pythons fixture (tests/conftest.py)
     variant: dict[str, str] = field(default_factory=dict)
     packages: dict[str, list[str]] = field(default_factory=dict)  # package label -> files added to PREFIX
 
@@ -116,10 +76,10 @@ class CondaBuildDouble:
         if python is None:
             self.prefix.mkdir()
         else:
-            base, site = self.pythons[python]
-            subprocess.run([str(base), "-m", "venv", "--without-pip", str(self.prefix)], check=True)
+            host = self.pythons[python]
+            subprocess.run([str(host.base), "-m", "venv", "--without-pip", str(self.prefix)], check=True)
             sp = next((self.prefix / "lib").glob("python3.*/site-packages"))
-            (sp / "numpy-and-setuptools.pth").write_text(f"{site}\n")
+            (sp / "numpy-and-setuptools.pth").write_text(f"{host.site_packages}\n")
         for label in packages:
             for rel in self.packages[label]:
                 source = self.root / "packages" / label / rel
@@ -186,7 +146,7 @@ def check(result: subprocess.CompletedProcess[str]) -> None:
 
 @pytest.fixture(scope="module")
 def cuda_megabuild(
-    tmp_path_factory: pytest.TempPathFactory, host_pythons: dict[str, tuple[Path, Path]]
+    tmp_path_factory: pytest.TempPathFactory, host_pythons: dict[str, HostPython]
 ) -> CondaBuildDouble:
     """A whole CUDA configuration, outputs in an order conda-build could choose."""
     build = CondaBuildDouble(
@@ -296,7 +256,7 @@ def test_import_torch_from_the_staged_packages(cuda_megabuild: CondaBuildDouble)
 
 
 @pytest.fixture
-def fresh(tmp_path: Path, host_pythons: dict[str, tuple[Path, Path]]) -> CondaBuildDouble:
+def fresh(tmp_path: Path, host_pythons: dict[str, HostPython]) -> CondaBuildDouble:
     return CondaBuildDouble(tmp_path, host_pythons, {"cuda_compiler_version": "None", "blas_impl": "generic"})
 
 

@@ -7,11 +7,11 @@ trap), rebuilt after the switch; and cache text in the documented shape for 3.14
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from megabuild.cmake_cache import CMakeCache
@@ -26,8 +26,8 @@ from megabuild.python_target import (
     retarget,
 )
 
-PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-VERSIONS = ("3.10.13", "3.12.1", "3.13.0")
+if TYPE_CHECKING:
+    from conftest import HostPython
 
 # Test double of PyTorch's Python detection (cmake/Dependencies.cmake + CMakeLists.txt): same find_package
 # call, the same FORCE-writes when a component goes missing, BUILD_LAZY_CUDA_LINALG depending on
@@ -81,44 +81,10 @@ int torch_python(void) { return core() + PY_MINOR_VERSION; }
 """
 
 
-def _make_venv(root: Path, version: str) -> Path | None:
-    base = PYENV_ROOT / "versions" / version / "bin" / "python3"
-    if not base.exists():
-        return None
-    env_dir = root / version
-    python = env_dir / "bin" / "python"
-    if not (env_dir / "ready-v2").exists():
-        shutil.rmtree(env_dir, ignore_errors=True)
-        subprocess.run([str(base), "-m", "venv", str(env_dir)], check=True, capture_output=True)
-        install = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "--upgrade", "numpy", "setuptools>=77"],
-            check=False,
-            capture_output=True,
-        )
-        if install.returncode != 0:
-            return None
-        (env_dir / "ready-v2").touch()
-    return python
-
-
 @pytest.fixture(scope="session")
-def interpreters(request: pytest.FixtureRequest) -> dict[str, Path]:
-    """Real CPython 3.10-3.13 with numpy: pyenv's interpreters in venvs, kept in pytest's cache."""
-    root = Path(request.config.cache.mkdir("megabuild-venvs"))
-    found = {}
-    for version in VERSIONS:
-        python = _make_venv(root, version)
-        if python is not None:
-            found[version[:4]] = python
-    try:
-        import numpy  # noqa: F401
-
-        found["3.11"] = Path(sys.executable)
-    except ImportError:
-        pass
-    if len(found) < 2:
-        pytest.skip("needs at least two CPython versions with numpy (pyenv 3.10-3.13)")
-    return dict(sorted(found.items()))
+def interpreters(host_pythons: dict[str, HostPython]) -> dict[str, Path]:
+    """Real CPython 3.10-3.13 with numpy: the rehearsal's venv templates (tests/conftest.py)."""
+    return {minor: host.python for minor, host in sorted(host_pythons.items())}
 
 
 def configure_double(tmp_path: Path, python: Path) -> Path:

@@ -7,23 +7,26 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from megabuild.cmake_cache import CMakeCache
 
-from feedstock_tools.rehearsal import ninja_log, prefixes
-from feedstock_tools.rehearsal.harness import DEFAULT_STANDIN, DEFAULT_WORK_ROOT
+from feedstock_tools.rehearsal import ninja_log
+from feedstock_tools.rehearsal.harness import DEFAULT_STANDIN
+
+if TYPE_CHECKING:
+    from conftest import HostPython
 
 pytestmark = pytest.mark.rehearsal
 
-CACHE = DEFAULT_WORK_ROOT / ".cache"
 PYTHONS = ("3.10", "3.11")
 
 
-def venv_python(minor: str, log: Path) -> Path:
-    if prefixes.find_interpreter(minor) is None:
-        pytest.skip(f"needs CPython {minor}")
-    return prefixes.venv_template(CACHE, minor, log) / "bin" / "python"
+@pytest.fixture(scope="module")
+def pythons(host_pythons: dict[str, HostPython]) -> tuple[Path, Path]:
+    """The venv Pythons (tests/conftest.py) the stand-in is built with and retargeted to."""
+    return host_pythons[PYTHONS[0]].python, host_pythons[PYTHONS[1]].python
 
 
 def cache_of(build: Path) -> CMakeCache:
@@ -69,33 +72,34 @@ def setup_build(source: Path, python: Path, **env: str) -> subprocess.CompletedP
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def built(tmp_path_factory: pytest.TempPathFactory, pythons: tuple[Path, Path]) -> Path:
     """The stand-in configured and built once (CPU) by the first Python's setup.py."""
     if shutil.which("cmake") is None or shutil.which("ninja") is None:
         pytest.skip("needs cmake and ninja")
     root = tmp_path_factory.mktemp("standin")
     source = root / "src"
     shutil.copytree(DEFAULT_STANDIN, source, ignore=shutil.ignore_patterns("build", "__pycache__"))
-    python = venv_python(PYTHONS[0], root / "setup.log")
-    run = setup_build(source, python, USE_CUDA="0")
+    run = setup_build(source, pythons[0], USE_CUDA="0")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    return source, root
+    return source
 
 
-def test_setup_py_configures_once_and_builds_the_install_layout(built: tuple[Path, Path]) -> None:
-    source, root = built
+def test_setup_py_configures_once_and_builds_the_install_layout(
+    built: Path, pythons: tuple[Path, Path]
+) -> None:
+    source = built
     tag = PYTHONS[0].replace(".", "")
     lib = next((source / "build").glob(f"lib.*-cpython-{tag}")) / "torch"
     for name in ("libc10.so", "libtorch_cpu.so", "libtorch.so", "libtorch_global_deps.so", "libshm.so"):
         assert (lib / "lib" / name).is_file(), name
     assert (lib / "share/cmake/Torch/TorchConfig.cmake").is_file()
     assert next(lib.glob(f"_C.cpython-{tag}*.so"))
-    run = setup_build(source, venv_python(PYTHONS[0], root / "setup.log"), USE_CUDA="0")
+    run = setup_build(source, pythons[0], USE_CUDA="0")
     assert "not re-running CMake" in run.stdout
 
 
-def test_only_torch_python_sees_python_headers(built: tuple[Path, Path]) -> None:
-    source, _ = built
+def test_only_torch_python_sees_python_headers(built: Path) -> None:
+    source = built
     include = cache_of(source / "build").get("_Python_INCLUDE_DIR")
     commands = subprocess.run(
         ["ninja", "-C", str(source / "build"), "-t", "commands"], check=True, capture_output=True, text=True
@@ -108,10 +112,10 @@ def test_only_torch_python_sees_python_headers(built: tuple[Path, Path]) -> None
     assert with_python == {"torch_python"}
 
 
-def test_retargeting_the_cache_recompiles_only_torch_python(built: tuple[Path, Path]) -> None:
-    source, root = built
+def test_retargeting_the_cache_recompiles_only_torch_python(built: Path, pythons: tuple[Path, Path]) -> None:
+    source = built
     build = source / "build"
-    other = venv_python(PYTHONS[1], root / "setup.log")
+    other = pythons[1]
     log_before = ninja_log.snapshot(build / ".ninja_log")
     edit_cache(
         build,
@@ -125,17 +129,19 @@ def test_retargeting_the_cache_recompiles_only_torch_python(built: tuple[Path, P
     assert cache_of(build).get("BUILD_PYTHON") == "True"
 
 
-def test_a_stale_findpython_cache_turns_build_python_off(built: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_stale_findpython_cache_turns_build_python_off(
+    built: Path, pythons: tuple[Path, Path], tmp_path: Path
+) -> None:
     """Changing only Python_EXECUTABLE leaves _Python_INCLUDE_DIR of the old Python: Development.Module is
     then missing and BUILD_PYTHON is FORCE-set OFF, as upstream does (the trap the driver must avoid)."""
-    source, root = built
+    source = built
     build = tmp_path / "build"
     subprocess.run(
         ["cmake", "-GNinja", "-S", str(source), "-B", str(build), f"-DCMAKE_INSTALL_PREFIX={tmp_path}/torch",
-         f"-DPython_EXECUTABLE={venv_python(PYTHONS[0], root / 'setup.log')}", "-DUSE_CUDA=OFF"],
+         f"-DPython_EXECUTABLE={pythons[0]}", "-DUSE_CUDA=OFF"],
         check=True, capture_output=True,
     )  # fmt: skip
-    other = venv_python(PYTHONS[1], root / "setup.log")
+    other = pythons[1]
     edit_cache(build, ("_Python_NumPy", "_Python_NUMPY"), {"Python_EXECUTABLE": str(other)})
     configure = subprocess.run(["cmake", str(build)], capture_output=True, text=True, check=True)
     assert "setting BUILD_PYTHON OFF" in " ".join(configure.stderr.split())  # CMake wraps messages
