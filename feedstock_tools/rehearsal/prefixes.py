@@ -21,6 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from feedstock_tools.errors import ToolError
+from feedstock_tools.recipe_imports import import_megabuild
+
+_staging = import_megabuild("staging")
 
 # What the stand-in's setup.py needs in the host besides Python (the recipe's python_host list).
 TEMPLATE_PIP_PACKAGES = ("numpy", "setuptools>=77.0.3", "wheel")
@@ -171,18 +174,9 @@ def _build_magma(standin: Path, cache_dir: Path, prefix: Path, log: Path) -> Non
 
 
 def prefix_files(prefix: Path) -> set[str]:
-    """Files and symlinks under ``prefix``, as '/'-separated relative paths (what conda-build compares)."""
-    found: set[str] = set()
-    if not prefix.exists():
-        return found
-    for root, dirs, files in os.walk(prefix):
-        base = Path(root)
-        for name in files:
-            found.add((base / name).relative_to(prefix).as_posix())
-        for name in dirs:
-            if (base / name).is_symlink():
-                found.add((base / name).relative_to(prefix).as_posix())
-    return found
+    """Files and symlinks under ``prefix``, as '/'-separated relative paths (what conda-build compares);
+    listed by the driver's own walk, so the harness and the staging see the same entries."""
+    return {entry.relative_to(prefix).as_posix() for entry in _staging.entries_below(prefix)}
 
 
 def file_states(prefix: Path, files: set[str]) -> dict[str, tuple[int, int]]:
