@@ -17,6 +17,7 @@ from pathlib import Path
 
 from feedstock_tools.build_structure import OBJECT_LIBRARY, BuildStructure, Target, read_build_structure
 from feedstock_tools.errors import ToolError
+from feedstock_tools.path_safety import component
 
 IMAGE_FORMATS = ("svg", "png")
 NODE_SHAPES = {
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     written = write_outputs(
         structure,
         output_dir=args.output_dir or args.build_dir / "build-structure",
-        name=args.name,
+        name=component(args.name, "--name"),
         formats=images,
         externals=not args.no_externals,
         all_edges=args.all_edges,
