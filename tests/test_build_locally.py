@@ -95,7 +95,7 @@ def feedstock(tmp_path: Path) -> Feedstock:
     shutil.copytree(REPO / ".scripts", root / ".scripts")
     shutil.copytree(REPO / ".ci_support", root / ".ci_support")
     (root / "feedstock_tools").mkdir()
-    for module in ("__init__.py", "ci_files.py"):
+    for module in ("__init__.py", "ci_files.py", "errors.py", "run_lock.py"):
         shutil.copy2(REPO / "feedstock_tools" / module, root / "feedstock_tools" / module)
     (root / "recipe").mkdir()
     bin_dir = tmp_path / "bin"
@@ -410,7 +410,9 @@ def test_errors_are_one_line(feedstock: Feedstock, tmp_path: Path, case: str) ->
 
 
 def test_windows_configuration_on_linux(feedstock: Feedstock) -> None:
-    (feedstock.root / ".ci_support" / "win_64_.yaml").write_text("target_platform:\n- win-64\n")
+    (feedstock.root / ".ci_support" / "win_64_.yaml").write_text(
+        "channel_sources:\n- conda-forge\ntarget_platform:\n- win-64\n"
+    )
     message = error_of(feedstock.run("win_64"))
     assert message == "error: win_64_ is a Windows configuration; it can only be built on Windows"
 
