@@ -5,8 +5,9 @@
 * ``libtorch``: stage the C++ libraries, headers and CMake files (checked unchanged since pass 1).
 * ``libtorch-cuda-linalg``: ``magma_variant=nomagma`` stages the library pass 1 saved; ``magma`` switches
   ``USE_MAGMA`` on in CMakeCache.txt, rebuilds (only ``torch_cuda_linalg`` may compile) and stages.
-* ``pytorch``: retarget the cache to this output's ``${PYTHON}``, build (only ``torch_python`` may compile),
-  write the dist-info and stage the Python package.
+* ``pytorch``: retarget the cache to this output's ``${PYTHON}``, build (only the Python-linked targets may
+  compile: ``torch_python``, ``_C``, ``nnapi_backend`` off Darwin), write the dist-info and stage the Python
+  package.
 
 Every pass after the first depends only on pass 1's results, never on another output's: conda-build's
 documentation promises each output script a fresh copy of the work directory while its code runs them in the
@@ -47,6 +48,7 @@ from megabuild.python_target import (
     check_retarget_kept,
     guarded_values,
     probe,
+    python_linked_targets,
     retarget,
 )
 from megabuild.staging import PreparedStage, UpstreamTrees, files_by_package, prepare_stage
@@ -110,9 +112,8 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
     for setting in settings:
         shown = "(removed)" if setting.value is None else setting.value
         say(f"  env {setting.name}={shown}  # {setting.why}")
-    # Everything that can be checked is checked before the first edit or compile, so a pass that stops
-    # always leaves a build directory the same command can simply run again on.
-    _check_max_jobs(env)
+    # Everything that can be checked is checked before the first edit or compile (MAX_JOBS above, in
+    # upstream_environment), so a pass that stops leaves a build directory the same command can run again on.
     fresh = build.pkg_name == TOP_LEVEL
     if not fresh:
         report.load(build.build_dir)  # a corrupt report is an error now, not after the build
@@ -341,10 +342,11 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
         raise PassFailed(f"setup.py build left no {setuptools_tree}: check setuptools in the host of pytorch")
     trees = UpstreamTrees(install=ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
     name = f"4 pytorch (py{target.short})"
-    unexpected = _check_work(ctx, name, work, ["torch_python"])
+    expected = list(python_linked_targets(build.target_platform))
+    unexpected = _check_work(ctx, name, work, expected)
     staged = _stage(ctx, PYTORCH, trees)
     return _record(
-        name=name, package=PYTORCH, started=started, work=work, expected=["torch_python"],
+        name=name, package=PYTORCH, started=started, work=work, expected=expected,
         unexpected=unexpected, changes=changes, staged=staged,
     )  # fmt: skip
 
@@ -358,10 +360,9 @@ def _require_python(build: CondaBuild, who: str) -> Path:
         raise MegabuildError(
             f"no Python at PYTHON={build.python or '(unset)'}: {who} needs python in its host requirements"
         )
-    if not os.access(build.python, os.X_OK):
+    if build.python.is_dir() or not os.access(build.python, os.X_OK):
         raise MegabuildError(
-            f"PYTHON={build.python} is not executable: {who} needs a working python in its host "
-            "requirements (check the host environment's bin/python)"
+            f"PYTHON={build.python} is not an executable file: {who} needs python in its host requirements"
         )
     return build.python
 
@@ -372,14 +373,6 @@ def _check_work_dir(build: CondaBuild) -> None:
         raise MegabuildError(
             f"SRC_DIR={build.src_dir} is not a directory: run the build through conda-build (or the "
             "rehearsal harness), which unpacks the source there"
-        )
-
-
-def _check_max_jobs(env: Mapping[str, str]) -> None:
-    value = env.get("MAX_JOBS", "")
-    if not value.isdigit() or int(value) < 1:
-        raise MegabuildError(
-            f"MAX_JOBS={value!r} is not a positive whole number: set it to e.g. 4, or unset it"
         )
 
 
@@ -489,12 +482,11 @@ def _run_command(ctx: PassContext, what: str, command: list[str]) -> None:
     with step(what):
         try:
             returncode = run_child(command, cwd=ctx.build.src_dir, env=ctx.env)
-        except FileNotFoundError:
+        except OSError as exc:
             raise PassFailed(
-                f"{what} failed: {command[0]} not found: add it to the build requirements"
+                f"{what} failed: cannot run {command[0]} ({exc.strerror or exc}): add it to the build "
+                "requirements"
             ) from None
-        except PermissionError:
-            raise PassFailed(f"{what} failed: {command[0]} is not executable: fix its permissions") from None
         if returncode != 0:
             raise PassFailed(
                 f"{what} failed: `{' '.join(command[:4])}` exited with status {returncode}: the cause "
