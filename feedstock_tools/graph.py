@@ -210,6 +210,7 @@ def write_outputs(
 
 
 def run(args: argparse.Namespace) -> int:
+    component(args.name, "--name")  # a file-name stem: '../x' would write outside --output-dir
     formats = tuple(dict.fromkeys(f.strip() for f in args.formats.split(",") if f.strip()))
     unknown = [f for f in formats if f not in (*IMAGE_FORMATS, "dot")]
     if unknown:
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     written = write_outputs(
         structure,
         output_dir=args.output_dir or args.build_dir / "build-structure",
-        name=component(args.name, "--name"),
+        name=args.name,
         formats=images,
         externals=not args.no_externals,
         all_edges=args.all_edges,
