@@ -57,7 +57,6 @@ GLOB_CHARACTERS = "*?["
 # conda-smithy writes these keys into every .ci_support file (channel_sources first, target_platform among
 # the last, the keys being sorted): a file without them is empty or was cut short.
 REQUIRED_KEYS = ("channel_sources", "target_platform")
-DOCKER_INFO_TIMEOUT = 30  # seconds; a healthy daemon answers in well under one
 
 
 class UserError(Exception):
@@ -176,14 +175,15 @@ def uses_docker(config: CiConfigSummary) -> bool:
 def check_docker() -> None:
     if shutil.which("docker") is None:
         raise UserError("docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)")
+    timeout = seconds_from_env("BUILD_LOCALLY_DOCKER_TIMEOUT", 30.0)  # a healthy daemon answers at once
     try:
         info = subprocess.run(
-            ["docker", "info"], capture_output=True, text=True, check=False, timeout=DOCKER_INFO_TIMEOUT
+            ["docker", "info"], capture_output=True, text=True, check=False, timeout=timeout
         )
     except subprocess.TimeoutExpired:
         raise UserError(
-            f"'docker info' did not answer within {DOCKER_INFO_TIMEOUT} s: the Docker daemon hangs; "
-            "restart it (e.g. 'sudo systemctl restart docker')"
+            f"'docker info' did not answer within {timeout:g} s: the Docker daemon hangs; restart it "
+            "(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT"
         ) from None
     if info.returncode != 0:
         raise UserError(
@@ -340,10 +340,17 @@ class Heartbeat:
 
 def heartbeat_seconds() -> float:
     """How often a sequential build prints a progress line (BUILD_LOCALLY_HEARTBEAT, default 5 min)."""
+    return seconds_from_env("BUILD_LOCALLY_HEARTBEAT", 300.0)
+
+
+def seconds_from_env(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None:
+        return default
     try:
-        return float(os.environ.get("BUILD_LOCALLY_HEARTBEAT", "300"))
+        return float(value)
     except ValueError:
-        raise UserError("BUILD_LOCALLY_HEARTBEAT must be a number of seconds") from None
+        raise UserError(f"{name} must be a number of seconds, not {value!r}") from None
 
 
 def duration(seconds: float) -> str:
@@ -392,7 +399,7 @@ def run_sequence(configs: Sequence[CiConfigSummary], args: argparse.Namespace, r
         )
     )
     print(f"\nlogs: {LOG_ZIP}")
-    return 1 if any(r.result.startswith("FAILED") for r in results) else 0
+    return 1 if any(r.result.startswith(("FAILED", "skipped (busy)")) for r in results) else 0
 
 
 def write_log_zip(root: Path) -> None:

@@ -96,6 +96,7 @@ def one_line_error(stderr: str, *parts: str) -> str:
     assert "Traceback" not in stderr, stderr[-2000:]
     for part in parts:
         assert part in last, last
+    print(f"FAULT-LINE {last}")  # shown with -s: the table of docs/failure-modes.md is made from these
     return last
 
 
@@ -312,6 +313,7 @@ def tool_error(result: subprocess.CompletedProcess[str], *parts: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for part in parts:
         assert part in lines[0], lines[0]
+    print(f"FAULT-LINE {lines[0]}")
 
 
 WHEEL_NAME = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
