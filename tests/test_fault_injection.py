@@ -30,7 +30,8 @@ from megabuild.cmake_cache import CMakeCache
 from megabuild.staging import tree_files
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
-from feedstock_tools.run_lock import LockBusy, RunLock
+from feedstock_tools.rehearsal.harness import Rehearsal
+from feedstock_tools.run_lock import LockBusy
 
 if TYPE_CHECKING:
     from conftest import HostPython
@@ -374,11 +375,26 @@ def test_rehearsal_work_directory_name_cannot_leave_the_work_root(tmp_path: Path
 
 
 def test_two_rehearsals_cannot_share_a_work_directory(tmp_path: Path) -> None:
-    first = RunLock(tmp_path / ".linux-64_generic_cuda12.9.lock", "rehearsal work directory").acquire()
+    config = next((REPO / ".ci_support").glob("linux_64_*cuda_compiler_version12.9*.yaml"))
+    running = Rehearsal(config, work_root=tmp_path)
+    running.lock.acquire()  # what running.prepare() does first
+    (running.dir / "work").mkdir(parents=True)  # the tree a run in progress builds in
+    second = Rehearsal(config, work_root=tmp_path)
     with pytest.raises(LockBusy, match=f"in use by another run \\(pid {os.getpid()}"):
-        RunLock(tmp_path / ".linux-64_generic_cuda12.9.lock", "rehearsal work directory").acquire()
-    first.release()
-    RunLock(tmp_path / ".linux-64_generic_cuda12.9.lock", "rehearsal work directory").acquire().release()
+        second.prepare()
+    assert (running.dir / "work").is_dir()  # formerly deleted under the first run's feet
+    running.lock.release()
+
+
+def test_cache_with_non_utf8_bytes_round_trips(tmp_path: Path) -> None:
+    """CMake stores paths as bytes: a Latin-1 directory name must neither crash the driver nor change."""
+    path = tmp_path / "CMakeCache.txt"
+    text = b"//Install path\nCMAKE_INSTALL_PREFIX:PATH=/opt/caf\xe9\nUSE_MAGMA:BOOL=OFF\n"
+    path.write_bytes(text)
+    cache = CMakeCache.load(path)
+    cache.set("USE_MAGMA", "ON")
+    cache.write()
+    assert path.read_bytes() == text.replace(b"USE_MAGMA:BOOL=OFF", b"USE_MAGMA:BOOL=ON")
 
 
 def test_graph_name_cannot_leave_the_output_directory(tmp_path: Path) -> None:
