@@ -19,7 +19,7 @@ from typing import Any
 from feedstock_tools.conda_pins import PinReadError, conda_forge_pins, read_variant_file, recipe_pins
 from feedstock_tools.errors import ToolError
 from feedstock_tools.selectors import KNOWN_SUBDIRS
-from feedstock_tools.source_tree import SourceTree, open_tree
+from feedstock_tools.source_tree import CorruptArchive, SourceTree, open_tree
 from feedstock_tools.upstream_versions import (
     REQUIREMENT_FILES,
     FileVersion,
@@ -313,6 +313,8 @@ def _load_upstream(
     else:
         try:
             tree = open_tree(upstream, wanted=_read_from_tarball)
+        except CorruptArchive as exc:  # a broken download: a table from it would be silently incomplete
+            raise ToolError(str(exc)) from None
         except (ValueError, OSError) as exc:
             notes.append(f"upstream tree unreadable ({exc}): upstream values from the wheel only")
     wheel_metadata = None

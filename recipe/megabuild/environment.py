@@ -324,7 +324,13 @@ def _find_root_with_source(words: list[str], src_dir: Path) -> list[str]:
 def _strip_cmake_args(cmake_args: str) -> list[str]:
     """conda-build's CMAKE_ARGS without the settings the upstream build must own."""
     owned = ("CMAKE_INSTALL_PREFIX", "CMAKE_BUILD_TYPE", "USE_MAGMA")
-    words = shlex.split(cmake_args)
+    try:
+        words = shlex.split(cmake_args)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise MegabuildError(
+            f"CMAKE_ARGS cannot be split into words ({exc}): balance its quotes (the variable is not shown, "
+            "it may hold secrets)"
+        ) from None
     return [
         w
         for w in words
