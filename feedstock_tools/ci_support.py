@@ -623,7 +623,9 @@ def short_config_name(name: str) -> str:
     """The name conda-smithy uses for CI job labels when the full name is long."""
     if len(name) < SHORT_NAME_LIMIT:
         return name
-    return name[:SHORT_NAME_PREFIX] + "_h" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:SHORT_NAME_HASH]
+    return (
+        name[:SHORT_NAME_PREFIX] + "_h" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:SHORT_NAME_HASH]
+    )
 
 
 class _Dumper(yaml.Dumper):
@@ -741,15 +743,18 @@ def runner_labels(config: CiConfig) -> list[str]:
     elif any(label.startswith("self-hosted@") for label in labels):
         self_hosted = [*SELF_HOSTED_LABELS[config.build_platform], "self-hosted"]
         labels = list(dict.fromkeys([label.replace("self-hosted@", "") for label in labels] + self_hosted))
-    runs_on = []
-    for label in labels:
-        if label.startswith("cirun-"):
-            # cirun provisions one VM per job; its label must be unique per run and configuration.
-            label += "--${{ github.run_id }}-" + config.short_name
-        if label.startswith("namespace-profile-") and "-on-linux-" in label:
-            label += ";container.privileged=true;container.mount-scratch=true"
-        runs_on.append(label)
-    return runs_on
+    # cirun provisions one VM per job, so its label must be unique per run and configuration; namespace's
+    # Linux profiles get container settings.
+    return [
+        label
+        + ("--${{ github.run_id }}-" + config.short_name if label.startswith("cirun-") else "")
+        + (
+            ";container.privileged=true;container.mount-scratch=true"
+            if label.startswith("namespace-profile-") and "-on-linux-" in label
+            else ""
+        )
+        for label in labels
+    ]
 
 
 def workflow_matrix(configs: Sequence[CiConfig]) -> list[dict[str, Any]]:

@@ -96,7 +96,9 @@ def _patterns(key: str, selectors_only: bool) -> tuple[list[str], str]:
             rf"^\s+\-\s+{requirement_name}\s*(?:\s[\[#]|$)",
             r"(?:^|[^\{])\{%\s*(?:el)?if\s*.*" + escaped + r"\s*(?:[^%]*?)?%\}",
             r"(?:^|[^\{])\{%\s*for\s*.*\s*in\s*" + escaped + r"(?![a-zA-Z_0-9])(?:[^%]*?)?%\}",
-            r"(?:^|[^\{])\{%\s*set\s*.*\s*=\s*.*(?<![a-zA-Z_0-9])" + escaped + r"(?![a-zA-Z_0-9])(?:[^%]*?)?%\}",
+            r"(?:^|[^\{])\{%\s*set\s*.*\s*=\s*.*(?<![a-zA-Z_0-9])"
+            + escaped
+            + r"(?![a-zA-Z_0-9])(?:[^%]*?)?%\}",
         ]
     return patterns, prefilter
 
