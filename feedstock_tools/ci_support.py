@@ -40,6 +40,7 @@ import yaml
 
 from feedstock_tools import used_vars
 from feedstock_tools.errors import ToolError
+from feedstock_tools.first_pass import render_first_pass
 from feedstock_tools.selectors import SelectorError, select_lines, selector_namespace
 from feedstock_tools.variants import SPECIAL_KEYS as SPECIAL
 from feedstock_tools.variants import (
@@ -666,6 +667,8 @@ def render_platform(
     meta_text = (recipe_path / "meta.yaml").read_text(encoding="utf-8")
     if used_vars.recipe_has_cuda_compiler(meta_text):
         environ["CF_CUDA_ENABLED"] = "True"
+    # conda-smithy renders through conda-build's MetaData, whose first pass has no variant.
+    render_first_pass(recipe_path, subdir, environ)
     spec = combined_spec(root, pinning_dir, subdir, environ, settings.recipe_dir)
     loops = spec_loop_keys(spec)
     try:

@@ -76,8 +76,8 @@ def broken_findings(tmp_path_factory: pytest.TempPathFactory, real_findings: lis
     # build-string: libtorch's string loses its BLAS part.
     _replace_once(
         meta,
-        "string: {{ flavour }}_{{ blas_impl }}_h{{ PKG_HASH }}_{{ PKG_BUILDNUM }}",
-        "string: {{ flavour }}_h{{ PKG_HASH }}_{{ PKG_BUILDNUM }}",
+        "string: {{ flavour }}_{{ blas_impl }}_h{{ PKG_HASH }}_{{ number }}\n      force_use_keys",
+        "string: {{ flavour }}_h{{ PKG_HASH }}_{{ number }}\n      force_use_keys",
     )
     # ci-support: one file deleted, one edited.
     ci_files = sorted((root / ".ci_support").glob("*.yaml"))
