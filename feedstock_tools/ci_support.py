@@ -41,6 +41,7 @@ import yaml
 from feedstock_tools import used_vars
 from feedstock_tools.errors import ToolError
 from feedstock_tools.first_pass import render_first_pass
+from feedstock_tools.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.selectors import SelectorError, select_lines, selector_namespace
 from feedstock_tools.variants import SPECIAL_KEYS as SPECIAL
 from feedstock_tools.variants import (
@@ -60,7 +61,6 @@ from feedstock_tools.variants import (
 # The C loader when PyYAML has it: the recipe is rendered once per distinct variant.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 CI_SUPPORT = ".ci_support"
 WORKFLOW = Path(".github") / "workflows" / "conda-build.yml"
 
@@ -1019,6 +1019,7 @@ def _check_failure(problems: Sequence[str]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    args.pinning = locate_pinning(args.pinning)
     if args.check:
         problems = drift(args.root, args.pinning)
         for problem in problems:
@@ -1056,10 +1057,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check", action="store_true", help="report drift instead of writing")
     parser.add_argument("--list", action="store_true", help="print the configurations and their platforms")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")
-    parser.add_argument(
-        "--pinning",
-        type=Path,
-        default=DEFAULT_PINNING,
-        help="conda-forge-pinning directory (default: %(default)s)",
-    )
+    add_pinning_argument(parser)
     parser.set_defaults(func=_run)
