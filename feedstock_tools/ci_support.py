@@ -40,6 +40,8 @@ import yaml
 
 from feedstock_tools import used_vars
 from feedstock_tools.errors import ToolError
+from feedstock_tools.first_pass import render_first_pass
+from feedstock_tools.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.selectors import SelectorError, select_lines, selector_namespace
 from feedstock_tools.variants import SPECIAL_KEYS as SPECIAL
 from feedstock_tools.variants import (
@@ -59,7 +61,6 @@ from feedstock_tools.variants import (
 # The C loader when PyYAML has it: the recipe is rendered once per distinct variant.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 CI_SUPPORT = ".ci_support"
 WORKFLOW = Path(".github") / "workflows" / "conda-build.yml"
 
@@ -87,11 +88,13 @@ FORGE_DEFAULTS: dict[str, Any] = {
     },
     "os_version": {"linux_64": None, "linux_aarch64": None, "linux_ppc64le": None},
     "docker": {"fallback_image": "quay.io/condaforge/linux-anvil-comp7"},
-    "github_actions": {"self_hosted": False, "timeout_minutes": 360},
+    "github_actions": {"timeout_minutes": 360},
     "recipe_dir": "recipe",
 }
 
-# Keys conda-smithy keeps in every CI file whether or not the recipe mentions them.
+# Keys conda-smithy keeps in every CI file whether or not the recipe mentions them (conda-smithy 2026.8.5
+# configure_feedstock.py: _collapse_subpackage_variants, always_keep_keys; target_platform for a recipe
+# that is not noarch, github_actions_labels when the github_actions provider is enabled).
 ALWAYS_KEEP = frozenset(
     {
         "zip_keys",
@@ -104,28 +107,31 @@ ALWAYS_KEEP = frozenset(
         "channel_targets",
         "docker_image",
         "build_number_decrement",
-        "cdt_arch",
-        "cdt_name",
-        "BUILD",
     }
 )
+# conda-smithy adds python_min to the used keys when a line of meta.yaml matches this
+# (_collapse_subpackage_variants: pm_pat), whatever the scan found.
+PYTHON_MIN_LINE = re.compile(r".*\{\{ python_min \}\}")
 
-# A configuration name this long gets a hashed short form for CI job names (conda-smithy: >= 49).
+# A configuration name this long gets a hashed short form for CI job labels (conda-smithy 2026.8.5
+# dump_subspace_config_files: len >= 49 -> first 40 characters, "_h", 8 hex digits of its SHA-256).
 SHORT_NAME_LIMIT = 49
-# GitHub Actions runner labels conda-smithy appends per build platform for self-hosted runners.
+SHORT_NAME_PREFIX = 40
+SHORT_NAME_HASH = 8
+# Runner labels per build platform (conda-smithy 2026.8.5 configure_feedstock.py: GITHUB_ACTIONS_RUNS_ON):
+# "hosted" (or "default") in github_actions_labels means the hosted labels; a "self-hosted@<label>" entry
+# adds the self-hosted ones and "self-hosted".
 SELF_HOSTED_LABELS = {
-    "linux-64": ["linux", "x64", "self-hosted"],
-    "linux-aarch64": ["linux", "ARM64", "self-hosted"],
-    "osx-64": ["macOS", "x64", "self-hosted"],
-    "osx-arm64": ["macOS", "arm64", "self-hosted"],
+    "linux-64": ["linux", "x64"],
+    "linux-aarch64": ["linux", "ARM64"],
+    "osx-64": ["macOS", "x64"],
+    "osx-arm64": ["macOS", "arm64"],
 }
-# GitHub-hosted runners per build platform (github_actions_labels: hosted). GitHub retired macos-13 in
-# December 2025; conda-smithy moved osx-64 to its successor, macos-15-intel, in PR #2405.
 HOSTED_LABELS = {
     "linux-64": ["ubuntu-latest"],
-    "linux-aarch64": ["ubuntu-latest"],
+    "linux-aarch64": ["ubuntu-24.04-arm"],
     "osx-64": ["macos-15-intel"],
-    "osx-arm64": ["macos-14"],
+    "osx-arm64": ["macos-15"],
 }
 
 
@@ -137,7 +143,6 @@ class ForgeSettings:
     provider: dict[str, Any]
     os_version: dict[str, str | None]
     fallback_image: str
-    self_hosted: bool
     timeout_minutes: int
     recipe_dir: str
     raw: dict[str, Any] = field(default_factory=dict)
@@ -173,7 +178,6 @@ def read_forge_settings(path: Path) -> ForgeSettings:
         provider=dict(config["provider"]),
         os_version=dict(config["os_version"]),
         fallback_image=str(config["docker"]["fallback_image"]),
-        self_hosted=bool(config["github_actions"]["self_hosted"]),
         timeout_minutes=int(config["github_actions"]["timeout_minutes"]),
         recipe_dir=str(config["recipe_dir"]),
         raw=config,
@@ -611,21 +615,34 @@ def _break_up(top_level: Iterable[str], values: Spec) -> list[Spec]:
 def config_name(platform_arch: str, config: Mapping[str, Any], top_level: Iterable[str]) -> str:
     """``<platform>_<arch>_`` + each job-splitting key and its value, sorted by key."""
     key = "".join(f"{k}{config[k][0]}" for k in sorted(top_level) if k != "target_platform")
-    return f"{platform_arch}_" + key.replace("*", "_").replace(" ", "_")
+    # conda-smithy 2026.8.5 package_key, then dump_subspace_config_files drops characters that are not
+    # legal in paths everywhere.
+    return re.sub(r"[<>:?*,\"\/\|\\]", "", f"{platform_arch}_" + key.replace("*", "_").replace(" ", "_"))
 
 
 def short_config_name(name: str) -> str:
     """The name conda-smithy uses for CI job labels when the full name is long."""
     if len(name) < SHORT_NAME_LIMIT:
         return name
-    return name[:35] + "_h" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
+    return (
+        name[:SHORT_NAME_PREFIX] + "_h" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:SHORT_NAME_HASH]
+    )
 
 
 class _Dumper(yaml.Dumper):
     pass
 
 
+def _represent_str(dumper: yaml.Dumper, data: str) -> yaml.Node:
+    # conda-smithy 2026.8.5 _yaml_represent_str: conda-build reads every variant value as text, and
+    # conda-smithy writes the texts "true"/"false" back as YAML booleans.
+    if data in ("true", "false"):
+        return dumper.represent_bool(data == "true")
+    return dumper.represent_str(data)
+
+
 _Dumper.add_representer(_Ordered, lambda dumper, data: dumper.represent_dict(data.items()))
+_Dumper.add_representer(str, _represent_str)
 
 
 def dump_config(config: Mapping[str, Any]) -> str:
@@ -647,8 +664,11 @@ def render_platform(
     environ["BUILD_PLATFORM"] = build_subdir
     if platform_arch.startswith("linux") and settings.os_version.get(platform_arch):
         environ["DEFAULT_LINUX_VERSION"] = str(settings.os_version[platform_arch])
-    if used_vars.recipe_has_cuda_compiler((recipe_path / "meta.yaml").read_text(encoding="utf-8")):
+    meta_text = (recipe_path / "meta.yaml").read_text(encoding="utf-8")
+    if used_vars.recipe_has_cuda_compiler(meta_text):
         environ["CF_CUDA_ENABLED"] = "True"
+    # conda-smithy renders through conda-build's MetaData, whose first pass has no variant.
+    render_first_pass(recipe_path, subdir, environ)
     spec = combined_spec(root, pinning_dir, subdir, environ, settings.recipe_dir)
     loops = spec_loop_keys(spec)
     try:
@@ -667,9 +687,10 @@ def render_platform(
     squished_input = squish(_merge_deployment_target(input_variants))
     squished_used = squish(_merge_deployment_target(scan.rendered_variants))
     preserve = top_level - scan.all_used
-    keep = set(ALWAYS_KEEP) | {"target_platform"}
-    if settings.self_hosted:
-        keep.add("github_actions_labels")
+    # render_all renders the github_actions provider only, so its labels are always kept.
+    keep = set(ALWAYS_KEEP) | {"target_platform", "github_actions_labels"}
+    if any(PYTHON_MIN_LINE.match(line) for line in meta_text.splitlines()):
+        keep.add("python_min")
     all_used = scan.all_used | keep | scan.top_level_used
     values = _used_values_in_input_order(squished_input, squished_used, all_used)
     zipped_input = {key for group in as_list(squished_input.get("zip_keys", [])) for key in group}
@@ -717,28 +738,33 @@ def render_all(root: Path, pinning_dir: Path, provider: str = "github_actions") 
 # --- the GitHub Actions workflow ------------------------------------------------------------------------
 
 
-def runner_labels(config: CiConfig, settings: ForgeSettings) -> list[str]:
-    """``runs-on`` of a job, as conda-smithy derives it from ``github_actions_labels``."""
-    default = ["self-hosted"] if settings.self_hosted else ["hosted"]
-    labels = as_list(config.data.get("github_actions_labels", [default])[0])
-    if labels == ["hosted"]:
-        return list(HOSTED_LABELS[config.build_platform])
-    if labels == ["self-hosted"]:
-        return list(SELF_HOSTED_LABELS[config.build_platform])
-    if not settings.self_hosted:
-        return list(HOSTED_LABELS[config.build_platform])
-    # cirun provisions one VM per job; its label must be unique per run and configuration.
+def runner_labels(config: CiConfig) -> list[str]:
+    """``runs-on`` of a job: conda-smithy 2026.8.5 ``_github_actions_specific_setup``."""
+    labels = [str(label) for label in as_list(config.data.get("github_actions_labels") or ["hosted"])]
+    if labels in (["hosted"], ["default"]):
+        labels = list(HOSTED_LABELS[config.build_platform])
+    elif any(label.startswith("self-hosted@") for label in labels):
+        self_hosted = [*SELF_HOSTED_LABELS[config.build_platform], "self-hosted"]
+        labels = list(dict.fromkeys([label.replace("self-hosted@", "") for label in labels] + self_hosted))
+    # cirun provisions one VM per job, so its label must be unique per run and configuration; namespace's
+    # Linux profiles get container settings.
     return [
-        label + "--${{ github.run_id }}-" + config.short_name if label.startswith("cirun-") else label
-        for label in [*labels, *SELF_HOSTED_LABELS[config.build_platform]]
+        label
+        + ("--${{ github.run_id }}-" + config.short_name if label.startswith("cirun-") else "")
+        + (
+            ";container.privileged=true;container.mount-scratch=true"
+            if label.startswith("namespace-profile-") and "-on-linux-" in label
+            else ""
+        )
+        for label in labels
     ]
 
 
-def workflow_matrix(configs: Sequence[CiConfig], settings: ForgeSettings) -> list[dict[str, Any]]:
+def workflow_matrix(configs: Sequence[CiConfig]) -> list[dict[str, Any]]:
     """One matrix entry per CI file: the environment the job hands to ``.scripts/``."""
     entries = []
     for config in configs:
-        runs_on = runner_labels(config, settings)
+        runs_on = runner_labels(config)
         entry: dict[str, Any] = {
             "CONFIG": config.name,
             "SHORT_CONFIG": config.short_name,
@@ -760,9 +786,9 @@ MATRIX_BEGIN = "        # BEGIN generated matrix: python -m feedstock_tools rend
 MATRIX_END = "        # END generated matrix"
 
 
-def render_workflow_matrix(configs: Sequence[CiConfig], settings: ForgeSettings) -> str:
+def render_workflow_matrix(configs: Sequence[CiConfig]) -> str:
     """The ``include:`` entries of the workflow's job matrix, as YAML lines indented for the file."""
-    entries = workflow_matrix(configs, settings)
+    entries = workflow_matrix(configs)
     body = yaml.safe_dump(entries, default_flow_style=False, sort_keys=True, width=1000)
     indented = "".join("          " + line + "\n" if line else "\n" for line in body.splitlines())
     return f"{MATRIX_BEGIN}\n{indented}{MATRIX_END}\n"
@@ -915,7 +941,7 @@ def expected_files(root: Path, pinning_dir: Path) -> dict[Path, str]:
     files = {Path(CI_SUPPORT) / f"{config.name}.yaml": config.text for config in configs}
     workflow = root / WORKFLOW
     if workflow.is_file():
-        text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs, settings))
+        text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs))
         # The job timeout comes from conda-forge.yml (github_actions.timeout_minutes), as with conda-smithy.
         files[WORKFLOW] = TIMEOUT_LINE.sub(rf"\g<1>{settings.timeout_minutes}", text, count=1)
     files.update(smithy_templates(root, files))
@@ -993,6 +1019,7 @@ def _check_failure(problems: Sequence[str]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    args.pinning = locate_pinning(args.pinning)
     if args.check:
         problems = drift(args.root, args.pinning)
         for problem in problems:
@@ -1030,10 +1057,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check", action="store_true", help="report drift instead of writing")
     parser.add_argument("--list", action="store_true", help="print the configurations and their platforms")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")
-    parser.add_argument(
-        "--pinning",
-        type=Path,
-        default=DEFAULT_PINNING,
-        help="conda-forge-pinning directory (default: %(default)s)",
-    )
+    add_pinning_argument(parser)
     parser.set_defaults(func=_run)

@@ -64,48 +64,70 @@ _REQUIREMENT_ITEM = re.compile(r"^\s+-\s+(\S+)")
 CUDA_COMPILER_LINE = re.compile(r"""^[^#]*compiler\((\"cuda\"|'cuda')\).*""")
 
 
-def _key_pattern(key: str) -> str:
-    # A key must stand alone: not preceded or followed by another identifier character.
-    return rf"(?<![\w]){re.escape(key)}(?![\w])"
+def _patterns(key: str, selectors_only: bool) -> tuple[list[str], str]:
+    """The regular expressions conda-build 26.7.1 tries for ``key`` and the prefilter substring.
+
+    Written after ``conda_build/variants.py: find_used_variables_in_text`` (26.7.1): a line is searched
+    only if it contains the key (``-`` read as ``_``), or for ``<lang>_compiler``/``<lang>_stdlib(_version)``
+    the language, or for ``cdt_*`` keys ``cdt(``. The statement patterns are loose on purpose, as there:
+    ``{% if ... %}`` matches the key anywhere after ``if``, even inside a longer name (so
+    ``{% if cuda_compiler_version != "None" %}`` uses ``cuda_compiler``); ``{% set %}`` needs the key as a
+    whole name right of ``=``; ``{% for %}`` needs it right after ``in``; ``{{ key ...}}`` needs it first
+    in the expression (or quoted in ``pin_*(``), followed by a non-name character.
+    """
+    escaped = re.escape(key)
+    patterns: list[str] = []
+    function = re.match(r"(.*?)_(compiler|stdlib)(_version)?$", key)
+    if function and not selectors_only:
+        language, kind = function.group(1), function.group(2)
+        patterns.append(rf"\{{\s*{kind}\([\'\"]{re.escape(language)}[\"\'][^\{{]*?\}}")
+        prefilter = language
+    elif key.startswith("cdt_"):
+        patterns.append(r"\{\s*cdt\(")
+        prefilter = "cdt("
+    else:
+        prefilter = ""
+    if selectors_only:
+        patterns.insert(0, rf"^[^#\[]*?\#?\s\[[^\]]*?(?<![_\w\d]){escaped}[=\s<>!\]]")
+    else:
+        requirement_name = "[-_]".join(map(re.escape, key.split("_")))
+        patterns += [
+            rf"\{{\s*(?:pin_[a-z]+\(\s*?['\"])?{escaped}(?:[^_0-9a-zA-Z].*?)?\}}\}}",
+            rf"^\s+\-\s+{requirement_name}\s*(?:\s[\[#]|$)",
+            r"(?:^|[^\{])\{%\s*(?:el)?if\s*.*" + escaped + r"\s*(?:[^%]*?)?%\}",
+            r"(?:^|[^\{])\{%\s*for\s*.*\s*in\s*" + escaped + r"(?![a-zA-Z_0-9])(?:[^%]*?)?%\}",
+            r"(?:^|[^\{])\{%\s*set\s*.*\s*=\s*.*(?<![a-zA-Z_0-9])"
+            + escaped
+            + r"(?![a-zA-Z_0-9])(?:[^%]*?)?%\}",
+        ]
+    return patterns, prefilter
 
 
 @lru_cache(maxsize=4096)
 def find_used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = False) -> frozenset[str]:
-    """The variant keys among ``keys`` that ``text`` uses (selectors only, or everything but selectors)."""
+    """The variant keys among ``keys`` that ``text`` uses (selectors only, or everything but selectors).
+
+    conda-build 26.7.1 ``find_used_variables_in_text``, including its last step: a used ``c_stdlib``,
+    ``c_compiler`` or ``cxx_compiler`` also uses ``CONDA_BUILD_SYSROOT`` when the variant has it.
+    """
     used: set[str] = set()
     lines = text.splitlines()
     normalized = text.replace("-", "_")
     for key in keys:
-        patterns: list[str] = []
-        function = re.match(r"(.*?)_(compiler|stdlib)(_version)?$", key)
-        if function and not selectors_only:
-            language, name = function.group(1), function.group(2)
-            patterns.append(rf"\{{\s*{name}\(['\"]{re.escape(language)}['\"][^{{]*?\}}")
-            candidates = [line for line in lines if key in line or language in line]
+        patterns, prefilter = _patterns(key, selectors_only)
+        if prefilter:
+            candidates = [line for line in lines if key in line or prefilter in line]
         elif key not in normalized:  # shortcut: no line can name the key
             continue
         else:
             candidates = [line for line in lines if key in line.replace("-", "_")]
         if not candidates:
             continue
-        key_re = _key_pattern(key)
-        if selectors_only:
-            patterns.insert(0, rf"^[^#\[]*?\#?\s\[[^\]]*?(?<![_\w]){re.escape(key)}[=\s<>!\]]")
-        else:
-            requirement_name = "[-_]".join(map(re.escape, key.split("_")))
-            patterns += [
-                # {{ key }}, {{ key | filter }}, {{ pin_compatible('key') }}
-                rf"\{{\{{-?\s*(?:pin_[a-z]+\(\s*['\"])?{re.escape(key)}(?![\w])[^}}]*\}}\}}",
-                # single-line {% set %}, {% if %}/{% elif %}, and {% for ... in <key> %}
-                rf"\{{%-?\s*set\s[^%]*?{key_re}[^%]*%\}}",
-                rf"(?:^|[^{{])\{{%-?\s*(?:el)?if\s[^%]*?{key_re}[^%]*%\}}",
-                rf"(?:^|[^{{])\{{%-?\s*for\s.*\sin\s[^%]*?{key_re}[^%]*%\}}",
-                # a plain requirement name, no version
-                rf"^\s+-\s+{requirement_name}\s*(?:\s[\[#]|$)",
-            ]
         combined = re.compile("|".join(patterns))
         if any(combined.search(line) for line in candidates):
             used.add(key)
+            if key in ("c_stdlib", "c_compiler", "cxx_compiler") and "CONDA_BUILD_SYSROOT" in keys:
+                used.add("CONDA_BUILD_SYSROOT")
     return frozenset(used)
 
 
