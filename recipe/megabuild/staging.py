@@ -189,7 +189,7 @@ def prepare_stage(
     with area.locked():
         area.recover()
         try:
-            scratch = Path(tempfile.mkdtemp(prefix=f"{area.scratch_prefix}{package}-", dir=area.dir))
+            scratch = Path(tempfile.mkdtemp(prefix=f"{area.scratch_prefix}{os.getpid()}-", dir=area.dir))
         except OSError as exc:
             raise StagingError(f"cannot stage {package} next to PREFIX: {os_error_line(exc)}") from None
         try:
@@ -277,8 +277,9 @@ class _StagingArea:
             _remove_empty_parents(self.prefix, relatives)
             self.journal.unlink()
             say(f"took back {removed} file(s) an interrupted staging had moved into {self.prefix}")
-        for leftover in self.dir.glob(f"{self.scratch_prefix}*"):
-            if leftover.is_dir():
+        for leftover in self.dir.glob(f"{self.scratch_prefix}*-*"):
+            pid = leftover.name.removeprefix(self.scratch_prefix).split("-")[0]
+            if leftover.is_dir() and pid.isdigit() and not _alive(int(pid)):
                 shutil.rmtree(leftover, ignore_errors=True)
                 say(f"removed {leftover}, left by an interrupted staging")
 
@@ -293,6 +294,16 @@ class _StagingArea:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
 
 
 def _remove_empty_parents(prefix: Path, relatives: list[str]) -> None:
