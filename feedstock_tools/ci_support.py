@@ -404,20 +404,19 @@ def scan_recipe(recipe_path: Path, subdir: str, build_subdir: str, variants: Seq
                 selected=output.selected,
                 unselected=output.unselected,
             )
-        if top_level_used is None:
-            # conda-smithy asks the first output for its "top-level" variables: the recipe text without
-            # outputs, plus that output's own block.
-            first = outputs[0]
-            top_selected = used_vars.top_level_text(selected) + first.selected
-            top_unselected = used_vars.top_level_text(meta_text) + first.unselected
-            top_level_used = _output_used(
+        # conda-smithy asks every output of every variant for its "top-level" variables (the recipe text
+        # without outputs, plus that output's own block) and keeps those all of them use
+        # (_collapse_subpackage_variants: set.intersection of get_used_vars(force_top_level=True)).
+        for output in outputs:
+            used_here = _output_used(
                 keys,
-                first,
+                output,
                 variant=variant,
                 recipe_path=recipe_path,
-                selected=top_selected,
-                unselected=top_unselected,
+                selected=used_vars.top_level_text(selected) + output.selected,
+                unselected=used_vars.top_level_text(meta_text) + output.unselected,
             )
+            top_level_used = used_here if top_level_used is None else top_level_used & used_here
     return RecipeScan(all_used=all_used, top_level_used=top_level_used or set(), rendered_variants=rendered)
 
 
