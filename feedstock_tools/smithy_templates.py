@@ -58,8 +58,8 @@ SKIPPABLE_OUTPUTS: tuple[str, ...] = (
 )
 # render_readme writes README.md and .github/CODEOWNERS unless this exact entry is listed.
 README_ENTRY = "README.md"
-# conda-smithy makes build-locally.py executable on every rerender, skip_render or not.
-ALWAYS_EXECUTABLE: tuple[Path, ...] = (Path("build-locally.py"),)
+# conda-smithy makes these executable on every rerender, skip_render or not (2026.8.5 main: exe_files).
+ALWAYS_EXECUTABLE: tuple[Path, ...] = (Path(".scripts") / "logging_utils.sh", Path("build-locally.py"))
 
 # The end of a raw block; a file containing one cannot be wrapped in a raw block.
 _ENDRAW = re.compile(r"\{%[-+]?\s*endraw\b")
