@@ -111,7 +111,7 @@ def test_cuda_settings_and_cpu() -> None:
     cpu = environment_for(conda_environ(cuda_compiler_version="None"))
     assert cpu["USE_CUDA"] == "OFF"
     assert not {"TORCH_CUDA_ARCH_LIST", "MAGMA_HOME", "USE_SYSTEM_NCCL"} & set(cpu)
-    for name in ("USE_SYSTEM_SLEEF", "USE_SYSTEM_PYBIND11", "USE_SYSTEM_EIGEN_INSTALL", "USE_SYSTEM_FMT"):
+    for name in ("USE_SYSTEM_SLEEF", "USE_SYSTEM_PYBIND11", "USE_SYSTEM_EIGEN_INSTALL"):
         assert cpu[name] == "ON"
     assert cpu["BUILD_CUSTOM_PROTOBUF"] == "OFF"
 
