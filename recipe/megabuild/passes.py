@@ -30,6 +30,7 @@ from pathlib import Path
 from megabuild import environment, report
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
+from megabuild.cross import use_build_machine_protoc
 from megabuild.errors import MegabuildError
 from megabuild.log import say, step, warn
 from megabuild.ninja_log import PassWork, ran_between, read_log, target_of_object
@@ -102,6 +103,9 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
     for setting in settings:
         shown = "(removed)" if setting.value is None else setting.value
         say(f"  env {setting.name}={shown}  # {setting.why}")
+    protobuf = use_build_machine_protoc(build)
+    if protobuf is not None:
+        say(f"cross-compiling: protobuf::protoc is {build.build_prefix}/bin/protoc (edited {protobuf})")
     context = PassContext(build, env, options)
     record = chosen(context)
     records = report.append(build.build_dir, record, fresh=build.pkg_name == TOP_LEVEL)
