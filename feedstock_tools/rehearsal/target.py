@@ -34,6 +34,7 @@ What cannot be shown here is listed in docs/rehearsal.md ("Limits").
 
 from __future__ import annotations
 
+import subprocess
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +174,11 @@ def make_target_interpreter(venv: Path, minor: str, target: Target) -> None:
         )
     )
     (site / "_rehearsal_target.pth").write_text("import _rehearsal_target\n")
+    # compiled now, so the bytecode is part of the prefix before a build script runs, never a new file
+    # that conda-build would package
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; sysconfig.get_config_vars()"], check=True
+    )
 
 
 def _host_sysconfigdata_name() -> str:
