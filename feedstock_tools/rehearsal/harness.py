@@ -231,11 +231,11 @@ class Rehearsal:
                 continue
             available.append(step)
         self.steps = available
-        for minor in sorted({step.python for step in self.steps}):
-            self.progress(
-                f"   host Python {minor}: venv template with {', '.join(prefixes.TEMPLATE_PIP_PACKAGES)}"
-            )
-            prefixes.venv_template(self.cache_dir, minor, self.setup_log)
+        for minor, packages in sorted(
+            {(s.python, prefixes.pip_requirements(s.host)) for s in self.steps if "python" in s.host_names()}
+        ):
+            self.progress(f"   host Python {minor}: venv template with {', '.join(packages) or 'pip only'}")
+            prefixes.venv_template(self.cache_dir, minor, self.setup_log, packages)
         if any(set(step.host_names()) & set(_MAGMA_NAMES) for step in self.steps):
             prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
 
@@ -304,9 +304,10 @@ class Rehearsal:
         self.remover.discard(self.prefix)
         names = step.host_names()
         if "python" in names:
-            prefixes.link_tree(
-                prefixes.venv_template(self.cache_dir, step.python, self.setup_log), self.prefix
+            template = prefixes.venv_template(
+                self.cache_dir, step.python, self.setup_log, prefixes.pip_requirements(step.host)
             )
+            prefixes.link_tree(template, self.prefix)
         else:
             self.prefix.mkdir(parents=True)
         (self.prefix / "conda-meta").mkdir(exist_ok=True)

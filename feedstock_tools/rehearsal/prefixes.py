@@ -1,9 +1,11 @@
 """Host and build prefixes the way conda-build lays them out, made from local interpreters.
 
 conda-build gives every output a fresh host prefix at the same ``PREFIX`` path. Here a prefix is a
-venv of the output's CPython (pyenv's interpreters on this machine) with numpy, setuptools and wheel
-from PyPI; the venvs are made once per interpreter as templates under the cache directory and
-hard-linked into ``PREFIX`` for every step, so reruns cost milliseconds. Sibling packages the host
+venv of the output's CPython (pyenv's interpreters on this machine) holding the Python packages of the
+output's rendered host list (:func:`pip_requirements`) from PyPI, and nothing else: a package the recipe
+forgets is missing here too, so the build fails as the real one would. The venvs are made once per
+interpreter and package list as templates under the cache directory and hard-linked into ``PREFIX`` for
+every step, so reruns cost milliseconds. Sibling packages the host
 requires (``libtorch`` in ``pytorch``'s host) are installed from the rehearsal's own packages, and the
 stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
 """
@@ -11,12 +13,14 @@ stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,10 +29,43 @@ from feedstock_tools.recipe_imports import import_megabuild
 
 _staging = import_megabuild("staging")
 
-# What the stand-in's setup.py needs in the host besides Python (the recipe's python_host list).
-TEMPLATE_PIP_PACKAGES = ("numpy", "setuptools>=77.0.3", "wheel")
+# conda-forge package name -> PyPI distribution, for the host requirements that are Python packages. The
+# others (C++ libraries, compilers' run-times, pybind11-abi, ...) have nothing for the stand-in to use and
+# are not provided; libtorch, libtorch-cuda-linalg and libmagma(-devel) come from the harness.
+PYPI_NAMES = {
+    "numpy": "numpy",
+    "packaging": "packaging",
+    "pip": "pip",
+    "pyyaml": "PyYAML",
+    "requests": "requests",
+    "setuptools": "setuptools",
+    "six": "six",
+    "typing_extensions": "typing_extensions",
+    "wheel": "wheel",
+}
+# The venv the tests' host_pythons fixture uses: what the stand-in's setup.py needs besides Python.
+DEFAULT_PIP_PACKAGES = ("numpy", "packaging", "setuptools>=77.0.3,<82")
 # Bumped when the template recipe changes, so stale caches are not reused.
-TEMPLATE_FORMAT = "1"
+TEMPLATE_FORMAT = "2"
+_CONDA_VERSION = re.compile(r"^[<>=!~]*[0-9][0-9A-Za-z.*]*$")
+
+
+def pip_requirements(host: Sequence[str]) -> tuple[str, ...]:
+    """pip requirements for the Python packages among conda host specs ("setuptools >=77.0.3,<82" ->
+    "setuptools>=77.0.3,<82"), sorted; a conda version "1.2.*" becomes "==1.2.*", a bare "1.2" "==1.2.*"."""
+    wanted: dict[str, list[str]] = {}
+    for spec in host:
+        words = spec.split()
+        if not words or words[0] not in PYPI_NAMES:
+            continue
+        constraints = wanted.setdefault(PYPI_NAMES[words[0]], [])
+        if len(words) > 1:
+            for part in words[1].split(","):
+                if not _CONDA_VERSION.match(part):
+                    raise ToolError(f"cannot turn the host requirement {spec!r} into a pip requirement")
+                exact = "==" + (part if "*" in part else part + ".*")
+                constraints.append(exact if part[0].isdigit() else part)
+    return tuple(sorted(name + ",".join(parts) for name, parts in wanted.items()))
 
 
 def pyenv_versions_dir() -> Path | None:
@@ -105,18 +142,22 @@ def cache_lock(cache_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def venv_template(cache_dir: Path, minor: str, log: Path) -> Path:
-    """A venv of CPython ``minor`` with the template packages, made once and reused."""
-    template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}"
+def venv_template(
+    cache_dir: Path, minor: str, log: Path, packages: Sequence[str] = DEFAULT_PIP_PACKAGES
+) -> Path:
+    """A venv of CPython ``minor`` with exactly ``packages`` (pip requirements) and their dependencies,
+    made once per interpreter and package list and reused."""
+    key = hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()[:10]
+    template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
     if (template / ".complete").exists():
         return template
     with cache_lock(cache_dir):
         if not (template / ".complete").exists():
-            _make_venv_template(template, minor, log)
+            _make_venv_template(template, minor, log, tuple(packages))
     return template
 
 
-def _make_venv_template(template: Path, minor: str, log: Path) -> None:
+def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[str, ...]) -> None:
     interpreter = find_interpreter(minor)
     if interpreter is None:
         raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
@@ -126,12 +167,19 @@ def _make_venv_template(template: Path, minor: str, log: Path) -> None:
             subprocess.run(
                 [str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out
             )
-            subprocess.run(
-                [str(template / "bin" / "python"), "-m", "pip", "install", "--quiet", *TEMPLATE_PIP_PACKAGES],
-                check=True,
-                stdout=out,
-                stderr=out,
-            )
+            python = str(template / "bin" / "python")
+            if packages:
+                subprocess.run(
+                    [python, "-m", "pip", "install", "--quiet", *packages], check=True, stdout=out, stderr=out
+                )
+            # ensurepip leaves setuptools in 3.10/3.11 venvs: a host list without it must not have it
+            if not any(re.match(r"setuptools\b", spec) for spec in packages):
+                subprocess.run(
+                    [python, "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"],
+                    check=True,
+                    stdout=out,
+                    stderr=out,
+                )
         except subprocess.CalledProcessError as exc:
             raise ToolError(
                 f"could not make the Python {minor} venv template ({exc.cmd[2]} failed): PyPI must be "

@@ -9,13 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from feedstock_tools.recipe_imports import import_megabuild
 from feedstock_tools.rehearsal import ninja_log, prefixes
 from feedstock_tools.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
 from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME
 
-# Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python.
+_python_target = import_megabuild("python_target")
+
+# Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python (the
+# Python-linked targets of 2.13.0, as the driver defines them).
 LINALG_TARGETS = frozenset({"torch_cuda_linalg"})
-PYTHON_TARGETS = frozenset({"torch_python"})
+
+
+def python_targets(target_platform: str) -> frozenset[str]:
+    return frozenset(_python_target.python_linked_targets(target_platform))
+
+
 DRIVER_REPORT = Path("build") / "megabuild-report.json"
 
 
@@ -63,7 +72,9 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
         compiled=sum(len(r.objects) for r in results),
         pass1=len(pass1.objects),
         linalg=sum(t in LINALG_TARGETS for t in pass1_targets) if magma_step_ran else 0,
-        python_bindings=sum(t in PYTHON_TARGETS for t in pass1_targets),
+        python_bindings=sum(
+            t in python_targets(pass1.step.variant.get("target_platform", "")) for t in pass1_targets
+        ),
         extra_pythons=extra,
     )
 

@@ -13,10 +13,12 @@ recipe's patch) passes to that configure only.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from megabuild.conda_env import CondaBuild
 from megabuild.errors import MegabuildError
@@ -29,13 +31,15 @@ CUDA_ARCH_LISTS: dict[str, tuple[str, ...]] = {
 }
 # Jetson Orin (sm_87) only exists on aarch64 boards.
 AARCH64_EXTRA_ARCHS = ("8.7",)
+# $PREFIX/targets/<name> of conda-forge's CUDA packages per platform (server aarch64 is "sbsa").
+CUDA_TARGET_NAMES = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
 
 # Environment variables a CMake (re)configure of PyTorch reads (pytorch-build-facts.md §3.2): by prefix
 # (EnvVarForwarding.cmake's USE_/BUILD_/CMAKE_) and by name (read by CMakeLists/find modules directly).
 RECONFIGURE_PREFIXES = ("USE_", "BUILD_", "CMAKE_", "TORCH_", "CUDA", "NCCL_", "CUDNN_")
 RECONFIGURE_NAMES = (
     "BLAS", "MAGMA_HOME", "LDFLAGS", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "CC", "CXX", "CUDAHOSTCXX",
-    "PYTORCH_BUILD_VERSION", "INTEL_MKL_DIR", "ATEN_AVX512_256", "NVSHMEM_HOME",
+    "PYTORCH_BUILD_VERSION", "PYTORCH_BUILD_NUMBER", "INTEL_MKL_DIR", "ATEN_AVX512_256", "NVSHMEM_HOME",
 )  # fmt: skip
 TOP_LEVEL_PACKAGE = "libtorch-split"
 _FLAG_VARIABLES = frozenset(
@@ -43,6 +47,10 @@ _FLAG_VARIABLES = frozenset(
 )
 # Differ between conda-build's outputs but are never read by CMake as inputs.
 RECONFIGURE_EXEMPT = frozenset({"BUILD_PREFIX"})
+# Memory per parallel compile job of a CUDA build: conda-forge's feedstock had to cap MAX_JOBS at 4 on its
+# 8-CPU / 32 GB runner (cirun-openstack-gpu-2xlarge) because CUDA builds were OOM-killed at 8
+# (pytorch-build-facts.md, corrections 9; pytorch-cpu-feedstock recipe/build.sh).
+CUDA_BYTES_PER_JOB = 8 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -90,14 +98,20 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         "CMAKE_ARGS",
         shlex.join(
             [
-                *_strip_cmake_args(caller.get("CMAKE_ARGS", "")),
+                *_find_root_with_source(_strip_cmake_args(caller.get("CMAKE_ARGS", "")), build.src_dir),
                 f"-DCMAKE_BUILD_TYPE={build_type(caller)}",
                 "-DUSE_MAGMA=OFF",
+                *cuda_toolkit_cache_args(build),
             ]
         ),
         "read by setup.py's first configure only: conda-build's -DCMAKE_INSTALL_PREFIX=$PREFIX would "
         "install into the host prefix instead of <src>/torch, and its CMAKE_BUILD_TYPE would hide DEBUG/"
-        "REL_WITH_DEB_INFO; USE_MAGMA starts OFF (pass 1), the MAGMA pass switches it in CMakeCache.txt",
+        "REL_WITH_DEB_INFO; USE_MAGMA starts OFF (pass 1), the MAGMA pass switches it in CMakeCache.txt; "
+        "SRC_DIR appended to every CMAKE_FIND_ROOT_PATH, or the in-tree find_path() calls are re-rooted and "
+        "oneDNN is silently dropped ('MKLDNN source files not found!'; conda-forge's pytorch-cpu-feedstock "
+        "47cd316d does the same); CUDA: CUDAToolkit_BIN_DIR/_ROOT_DIR/_TARGET_DIR as cache variables name "
+        "nvcc of the build prefix and the toolkit of the host prefix (patch 0003 lets them win over nvcc's "
+        "own toolkit location)",
     )
     put(
         "CMAKE_GENERATOR",
@@ -113,8 +127,10 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     # ---- parallelism and verbosity ------------------------------------------------------------------------
     put(
         "MAX_JOBS",
-        caller.get("MAX_JOBS") or str(build.cpu_count),
-        "setup.py passes it as -j to cmake --build; the caller's MAX_JOBS wins over CPU_COUNT",
+        max_jobs(build, caller),
+        "setup.py passes it as -j to cmake --build; the caller's MAX_JOBS wins; CUDA builds default to one "
+        f"job per {CUDA_BYTES_PER_JOB // 1024**3} GiB of memory (at most CPU_COUNT): conda-forge's CUDA "
+        "builds were OOM-killed at 8 jobs on 8 CPUs / 32 GB and use 4",
     )
     put(
         "VERBOSE",
@@ -127,6 +143,13 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         "PYTORCH_BUILD_VERSION",
         build.pkg_version,
         "a plain version (no +git suffix); read on every configure, the same for every output",
+    )
+    put(
+        "PYTORCH_BUILD_NUMBER",
+        build_number(caller),
+        "2.13.0's tools/generate_torch_version.py asserts it is set whenever PYTORCH_BUILD_VERSION is "
+        "(setup.py runs it at import time); 0 keeps '.postN' off torch.__version__ (a number above 1 adds "
+        "it; conda-forge's pytorch-cpu-feedstock issue #315)",
     )
     # ---- BLAS ---------------------------------------------------------------------------------------------
     blas = build.variant.get("blas_impl", "generic")
@@ -145,7 +168,6 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     put("BUILD_CUSTOM_PROTOBUF", "OFF", "libprotobuf from conda-forge, not the bundled protobuf")
     put("USE_SYSTEM_PYBIND11", "ON", "pybind11 from conda-forge, so pybind11-abi pins the extension ABI")
     put("USE_SYSTEM_EIGEN_INSTALL", "ON", "eigen from conda-forge")
-    put("USE_SYSTEM_FMT", "ON", "fmt from conda-forge (pinned), shared with other packages")
     put("USE_NUMPY", "ON", "numpy is in every host that builds Python bindings; fixed so it cannot drift")
     # ---- CUDA ---------------------------------------------------------------------------------------------
     cuda = build.cuda_version
@@ -275,6 +297,73 @@ def reconfigure_inputs(env: Mapping[str, str]) -> dict[str, str]:
         if name not in RECONFIGURE_EXEMPT
         and (name.startswith(RECONFIGURE_PREFIXES) or name in RECONFIGURE_NAMES)
     }
+
+
+def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
+    """conda-forge's CUDA is split: nvcc in the build prefix, headers and libraries in the host prefix under
+    targets/<arch>. 2.13.0's cmake/public/cuda.cmake sets CUDAToolkit_ROOT unconditionally, so only these
+    cache variables redirect FindCUDAToolkit (pytorch-build-facts.md, corrections 5; the feedstock's build.sh
+    exports the same three)."""
+    if not build.cuda_version:
+        return []
+    target = CUDA_TARGET_NAMES.get(build.target_platform)
+    if target is None:
+        raise MegabuildError(
+            f"no CUDA target directory name for {build.target_platform}: add it to CUDA_TARGET_NAMES in "
+            "recipe/megabuild/environment.py"
+        )
+    return [
+        f"-DCUDAToolkit_BIN_DIR={build.build_prefix}/bin",
+        f"-DCUDAToolkit_ROOT_DIR={build.prefix}",
+        f"-DCUDAToolkit_TARGET_DIR={build.prefix}/targets/{target}",
+    ]
+
+
+def build_number(caller: Mapping[str, str]) -> str:
+    """PYTORCH_BUILD_NUMBER: the caller's, if it is a number (upstream's int() would fail on anything
+    else, in the middle of setup.py), else 0."""
+    value = caller.get("PYTORCH_BUILD_NUMBER", "").strip()
+    if not value:
+        return "0"
+    if not value.isdigit():
+        raise MegabuildError(
+            f"PYTORCH_BUILD_NUMBER={value!r} is not a number: unset it (the driver uses 0) or give 0"
+        )
+    return str(int(value))
+
+
+def physical_memory_bytes() -> int | None:
+    """Total memory of this machine, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def max_jobs(build: CondaBuild, caller: Mapping[str, str], memory: int | None = None) -> str:
+    """The caller's MAX_JOBS (a positive number); else CPU_COUNT, for CUDA builds capped by memory."""
+    given = caller.get("MAX_JOBS", "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise MegabuildError(f"MAX_JOBS={given!r} is not a positive number: fix it or unset it")
+        return given
+    jobs = build.cpu_count
+    if build.cuda_version:
+        memory = physical_memory_bytes() if memory is None else memory
+        if memory:
+            jobs = min(jobs, max(1, memory // CUDA_BYTES_PER_JOB))
+    return str(jobs)
+
+
+def _find_root_with_source(words: list[str], src_dir: Path) -> list[str]:
+    """Append ``;<src_dir>`` to every -DCMAKE_FIND_ROOT_PATH (conda's activation and the cuda-nvcc one each
+    add one and CMake keeps the last), so find_path() still finds the bundled sources (oneDNN's headers)."""
+    return [
+        f"{word};{src_dir}"
+        if "=" in word and word.split("=", 1)[0].split(":", 1)[0] == "-DCMAKE_FIND_ROOT_PATH"
+        else word
+        for word in words
+    ]
 
 
 def _strip_cmake_args(cmake_args: str) -> list[str]:

@@ -5,8 +5,9 @@
 * ``libtorch``: stage the C++ libraries, headers and CMake files (checked unchanged since pass 1).
 * ``libtorch-cuda-linalg``: ``magma_variant=nomagma`` stages the library pass 1 saved; ``magma`` switches
   ``USE_MAGMA`` on in CMakeCache.txt, rebuilds (only ``torch_cuda_linalg`` may compile) and stages.
-* ``pytorch``: retarget the cache to this output's ``${PYTHON}``, build (only ``torch_python`` may compile),
-  write the dist-info and stage the Python package.
+* ``pytorch``: retarget the cache to this output's ``${PYTHON}``, build (only the Python-linked targets may
+  compile: ``torch_python``, ``_C``, ``nnapi_backend`` off Darwin), write the dist-info and stage the Python
+  package.
 
 Every pass after the first depends only on pass 1's results, never on another output's: conda-build's
 documentation promises each output script a fresh copy of the work directory while its code runs them in the
@@ -39,6 +40,7 @@ from megabuild.python_target import (
     check_retarget_kept,
     guarded_values,
     probe,
+    python_linked_targets,
     retarget,
 )
 from megabuild.staging import UpstreamTrees, files_by_package, stage_package
@@ -294,10 +296,11 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
         raise PassFailed(f"setup.py build left no {setuptools_tree}: check setuptools in the host of pytorch")
     trees = UpstreamTrees(install=ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
     name = f"4 pytorch (py{target.short})"
-    unexpected = _check_work(ctx, name, work, ["torch_python"])
+    expected = list(python_linked_targets(build.target_platform))
+    unexpected = _check_work(ctx, name, work, expected)
     staged = _stage(ctx, PYTORCH, trees)
     return _record(
-        name=name, package=PYTORCH, started=started, work=work, expected=["torch_python"],
+        name=name, package=PYTORCH, started=started, work=work, expected=expected,
         unexpected=unexpected, changes=changes, staged=staged,
     )  # fmt: skip
 
@@ -310,6 +313,10 @@ def _require_python(build: CondaBuild, who: str) -> Path:
     if build.python is None or not build.python.exists():
         raise MegabuildError(
             f"no Python at PYTHON={build.python or '(unset)'}: {who} needs python in its host requirements"
+        )
+    if build.python.is_dir() or not os.access(build.python, os.X_OK):
+        raise MegabuildError(
+            f"PYTHON={build.python} is not an executable file: {who} needs python in its host requirements"
         )
     return build.python
 
@@ -374,9 +381,10 @@ def _run_command(ctx: PassContext, what: str, command: list[str]) -> None:
     with step(what):
         try:
             subprocess.run(command, cwd=ctx.build.src_dir, env=ctx.env, check=True)
-        except FileNotFoundError:
+        except OSError as exc:
             raise PassFailed(
-                f"{what} failed: {command[0]} not found: add it to the build requirements"
+                f"{what} failed: cannot run {command[0]} ({exc.strerror or exc}): add it to the build "
+                "requirements"
             ) from None
         except subprocess.CalledProcessError as exc:
             raise PassFailed(

@@ -39,6 +39,16 @@ class RetargetError(MegabuildError):
     """The cache or the target interpreter does not allow a clean switch."""
 
 
+def python_linked_targets(target_platform: str) -> tuple[str, ...]:
+    """The CMake targets of PyTorch 2.13.0 that compile against one Python: what a ``pytorch`` pass may
+    rebuild. ``torch_python``; ``_C``, a ``Python_add_library(_C MODULE WITH_SOABI ...)`` target linking it
+    since pytorch/pytorch#180243; and on non-Darwin platforms ``nnapi_backend``, which links ``torch_python``
+    (built, not installed). Evidence: ../shared/docs/pytorch-build-facts.md, corrections 3; the 2.13.0
+    wheel's ``_C`` (NEEDED libtorch_python.so, RUNPATH ``$ORIGIN:$ORIGIN/lib``, a CMake install RPATH)."""
+    darwin = target_platform.startswith("osx-")
+    return ("torch_python", "_C") if darwin else ("torch_python", "_C", "nnapi_backend")
+
+
 # Asked from the target interpreter; the same values FindPython and pybind11 compute.
 _PROBE = """
 import json, sys, sysconfig
@@ -109,10 +119,13 @@ def probe(executable: str | Path) -> PythonFacts:
         result = subprocess.run(
             [str(executable), "-c", _PROBE], check=True, capture_output=True, text=True, timeout=120
         )
-    except FileNotFoundError:
+    except OSError as exc:
         raise RetargetError(
-            f"no Python interpreter at {executable}: add python to this output's host requirements"
+            f"cannot run the Python interpreter {executable} ({exc.strerror or exc}): add python to this "
+            "output's host requirements"
         ) from None
+    except subprocess.TimeoutExpired:
+        raise RetargetError(f"Python interpreter {executable} did not answer within 120 s") from None
     except subprocess.CalledProcessError as exc:
         last = (exc.stderr.strip().splitlines() or ["no output"])[-1]
         raise RetargetError(f"Python interpreter {executable} failed to report its paths: {last}") from None

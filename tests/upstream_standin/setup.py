@@ -10,8 +10,11 @@ What it reproduces (see docs/rehearsal.md and ../../docs/architecture.md):
   ``BUILD_PYTHON``, ``USE_NUMPY``, ``BUILD_TEST``, ``CMAKE_INSTALL_PREFIX=<source>/torch`` and
   ``TORCH_BUILD_VERSION``, then the words of ``$CMAKE_ARGS`` (the recipe's setup.py patch adds that);
   ``USE_*``/``BUILD_*``/``CMAKE_*`` environment variables reach CMake through cmake/EnvVarForwarding.cmake;
-- setuptools copies ``torch/`` with its installed ``lib``/``include``/``share``/``bin`` trees into
-  ``build/lib.<plat>-cpython-3XX/`` and builds ``torch._C`` from ``torch/csrc/stub.c`` against torch_python.
+- it imports ``tools/generate_torch_version.py`` at import time (``packaging``, and the assert that
+  ``PYTORCH_BUILD_NUMBER`` is set whenever ``PYTORCH_BUILD_VERSION`` is) and takes the version from it;
+- ``torch._C`` is built and installed by CMake (2.13); setuptools copies ``torch/`` with its installed
+  ``lib``/``include``/``share``/``bin`` trees and ``_C{EXT_SUFFIX}`` into ``build/lib.<plat>-cpython-3XX/``,
+  the per-interpreter directory because the distribution says it has extension modules.
 """
 
 from __future__ import annotations
@@ -21,14 +24,22 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
-from setuptools import Extension, setup
-
 ROOT = Path(__file__).resolve().parent
+# The version script is imported at import time, as upstream's setup.py does, and before setuptools: pip's
+# setuptools (>= 71) makes its vendored packaging importable once imported, conda-forge's has none (build
+# facts, corrections 2), so this order lets a host without `packaging` fail here as it does on conda-forge.
+# PYTORCH_BUILD_VERSION without PYTORCH_BUILD_NUMBER fails here too, for every command.
+sys.path.insert(0, str(ROOT))
+from setuptools import setup  # noqa: E402
+from setuptools.dist import Distribution  # noqa: E402
+from tools.generate_torch_version import get_torch_version  # noqa: E402
+
 BUILD_DIR = ROOT / "build"
 INSTALL_DIR = ROOT / "torch"
-VERSION = os.environ.get("PYTORCH_BUILD_VERSION", "2.13.0")
+VERSION = get_torch_version()
 # Commands that never build the C++ libraries, as in upstream's setup.py.
 NO_BUILD_COMMANDS = {"clean", "egg_info", "sdist", "dist_info", "--help", "-h", "--version"}
 TRUE_WORDS = {"1", "ON", "YES", "TRUE", "Y"}
@@ -117,18 +128,17 @@ def cmake_build() -> None:
     subprocess.run(args, cwd=BUILD_DIR, check=True)
 
 
-def write_version_file() -> None:
-    """torch/version.py, rewritten only when its content changes."""
-    path = ROOT / "torch" / "version.py"
-    content = f'__version__ = "{VERSION}"\ndebug = False\ngit_version = "stand-in"\n'
-    if not path.exists() or path.read_text() != content:
-        path.write_text(content)
+class BinaryDistribution(Distribution):
+    """torch._C is package data built by CMake; the distribution still has extension modules, so setuptools
+    builds into the per-interpreter build/lib.<plat>-cpython-3XX and tags the wheel for one Python."""
+
+    def has_ext_modules(self) -> bool:
+        return True
 
 
 def build_deps() -> None:
     if shutil.which("cmake") is None:
         sys.exit("the upstream stand-in needs cmake on PATH")
-    write_version_file()
     cmake_generate()
     cmake_build()
 
@@ -136,22 +146,22 @@ def build_deps() -> None:
 def main() -> None:
     if not NO_BUILD_COMMANDS.intersection(sys.argv[1:]):
         build_deps()
-    extension = Extension(
-        "torch._C",
-        sources=["torch/csrc/stub.c"],
-        libraries=["torch_python"],
-        library_dirs=[str(INSTALL_DIR / "lib")],
-        extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
-    )
     setup(
         name="torch",
         version=VERSION,
         description="upstream stand-in (test double) of PyTorch's build interface",
         packages=["torch"],
         package_data={
-            "torch": ["lib/*.so*", "bin/*", "include/**/*.h", "share/cmake/**/*.cmake", "version.py"],
+            "torch": [
+                f"_C{sysconfig.get_config_var('EXT_SUFFIX')}",
+                "lib/*.so*",
+                "bin/*",
+                "include/**/*.h",
+                "share/cmake/**/*.cmake",
+                "version.py",
+            ],
         },
-        ext_modules=[extension],
+        distclass=BinaryDistribution,
         zip_safe=False,
     )
 

@@ -1,4 +1,5 @@
-/* The torch._C extension module: setuptools builds it; it only forwards to libtorch_python. */
+/* The torch._C extension module: a CMake MODULE target in 2.13 (Python_add_library(_C MODULE WITH_SOABI));
+   it only forwards to libtorch_python. */
 #include <Python.h>
 
 extern PyObject* initModule(void);
