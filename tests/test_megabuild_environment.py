@@ -10,6 +10,7 @@ from megabuild.conda_env import CondaBuild
 from megabuild.environment import (
     build_type,
     cuda_arch_list,
+    max_jobs,
     reconfigure_inputs,
     settings,
     upstream_environment,
@@ -93,7 +94,7 @@ def test_debug_switches_and_jobs_and_verbose() -> None:
     assert env["CMAKE_BUILD_TYPE"] == "Debug" and "-DCMAKE_BUILD_TYPE=Debug" in shlex.split(env["CMAKE_ARGS"])
     assert env["MAX_JOBS"] == "3"
     assert "VERBOSE" not in env  # cmake --build would turn verbose on even for VERBOSE=0
-    assert environment_for(conda_environ())["MAX_JOBS"] == "8"  # from CPU_COUNT
+    assert environment_for(conda_environ(cuda_compiler_version="None"))["MAX_JOBS"] == "8"  # CPU_COUNT
     assert environment_for(conda_environ(), verbose=True)["VERBOSE"] == "1"
 
 
@@ -155,3 +156,49 @@ def test_conda_environment_is_read(tmp_path: Path) -> None:
         CondaBuild.from_environ(missing)
     with pytest.raises(MegabuildError, match="CPU_COUNT='many' is not a positive number"):
         CondaBuild.from_environ(conda_environ(CPU_COUNT="many"))
+
+
+GIB = 1024**3
+
+
+def test_max_jobs_cuda_builds_get_one_job_per_8_gib_and_the_caller_wins() -> None:
+    cuda = CondaBuild.from_environ(conda_environ())  # CPU_COUNT 8
+    cpu = CondaBuild.from_environ(conda_environ(cuda_compiler_version="None"))
+    # conda-forge's runner: 8 CPUs, 32 GB; CUDA builds were OOM-killed at 8 jobs and use 4
+    assert max_jobs(cuda, {}, memory=32 * GIB) == "4"
+    assert max_jobs(cuda, {}, memory=128 * GIB) == "8"  # never above CPU_COUNT
+    assert max_jobs(cuda, {}, memory=4 * GIB) == "1"
+    assert max_jobs(cpu, {}, memory=4 * GIB) == "8"  # CPU builds: CPU_COUNT
+    assert max_jobs(cuda, {"MAX_JOBS": "6"}, memory=32 * GIB) == "6"
+    with pytest.raises(MegabuildError, match="MAX_JOBS='six' is not a positive number"):
+        max_jobs(cuda, {"MAX_JOBS": "six"}, memory=32 * GIB)
+
+
+def test_build_number_is_set_zero_by_default_and_a_non_number_is_an_error() -> None:
+    env = environment_for(conda_environ())
+    assert env["PYTORCH_BUILD_VERSION"] == "2.13.0" and env["PYTORCH_BUILD_NUMBER"] == "0"
+    assert "PYTORCH_BUILD_NUMBER" in reconfigure_inputs(env)
+    with pytest.raises(MegabuildError, match=r"PYTORCH_BUILD_NUMBER='1a' is not a number"):
+        environment_for(conda_environ(PYTORCH_BUILD_NUMBER="1a"))
+
+
+def test_every_find_root_path_of_cmake_args_gets_the_source_directory() -> None:
+    """conda's activation and cuda-nvcc's each add one -DCMAKE_FIND_ROOT_PATH; CMake keeps the last."""
+    given = (
+        "-DCMAKE_AR=/b/bin/ar -DCMAKE_FIND_ROOT_PATH=/p;/b/x86_64-conda-linux-gnu/sysroot "
+        "-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY -DCMAKE_FIND_ROOT_PATH:PATH=/p/targets/x86_64-linux;/p"
+    )
+    words = shlex.split(environment_for(conda_environ(CMAKE_ARGS=given))["CMAKE_ARGS"])
+    assert "-DCMAKE_FIND_ROOT_PATH=/p;/b/x86_64-conda-linux-gnu/sysroot;/w" in words
+    assert "-DCMAKE_FIND_ROOT_PATH:PATH=/p/targets/x86_64-linux;/p;/w" in words
+    assert "-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY" in words  # the modes stay as they are
+
+
+def test_cuda_builds_name_the_split_toolkit_in_cache_variables() -> None:
+    cuda = shlex.split(environment_for(conda_environ())["CMAKE_ARGS"])
+    assert {"-DCUDAToolkit_BIN_DIR=/b/bin", "-DCUDAToolkit_ROOT_DIR=/p",
+            "-DCUDAToolkit_TARGET_DIR=/p/targets/x86_64-linux"} <= set(cuda)  # fmt: skip
+    arm = shlex.split(environment_for(conda_environ(target_platform="linux-aarch64"))["CMAKE_ARGS"])
+    assert "-DCUDAToolkit_TARGET_DIR=/p/targets/sbsa-linux" in arm
+    cpu = environment_for(conda_environ(cuda_compiler_version="None"))["CMAKE_ARGS"]
+    assert "CUDAToolkit" not in cpu

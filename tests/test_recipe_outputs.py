@@ -193,10 +193,16 @@ def test_host_versions_come_from_the_pinning(configuration: Configuration) -> No
     if configuration.is_cuda:
         expected += ["libcudnn-dev", "nccl"]
     for name in expected:
-        (spec,) = [s for s in host if s.split()[0] == name]
-        assert spec == f"{name} {pins[name.replace('-', '_')][0]}.*"
+        pinned = f"{name} {pins[name.replace('-', '_')][0]}.*"
+        assert pinned in host
     if configuration.is_cuda:
         assert f"cuda-version {configuration.cuda}.*" in host
+        assert "libcudss-dev <0.8" in host  # 2.13.0 uses the pre-0.8 API; conda-forge pins no libcudss
+        # nccl >=2.29 breaks CUDA 12.9 builds for old GPU architectures (feedstock f0218b70)
+        assert ("nccl <2.29" in host) == (configuration.cuda == "12.9")
+    # what 2.13.0's setup.py imports, and upstream's setuptools bound
+    assert "packaging" in rendered(configuration).top_level.requirements.host
+    assert "setuptools >=77.0.3,<82" in rendered(configuration).top_level.requirements.host
 
 
 @configurations
@@ -217,17 +223,28 @@ def test_requirement_lists_agree_across_outputs(configuration: Configuration) ->
     for linalg in recipe.by_name("libtorch-cuda-linalg"):
         extra = [magma_devel] if linalg.variant["magma_variant"] == "magma" else []
         assert list(linalg.requirements.host) == [*top_host, *extra]
-    # the build tools and compilers of every output are those of pass 1
+    # the build tools and compilers of every output are those of pass 1 (pytorch's own Python aside)
     for output in recipe.outputs:
-        assert set(output.requirements.build) <= set(recipe.top_level.requirements.build), output.dist
+        own_python = {f"python {output.variant['python']}"} if output.name == "pytorch" else set()
+        build = set(output.requirements.build) - own_python
+        assert build <= set(recipe.top_level.requirements.build), output.dist
 
 
 @configurations
 def test_every_scripted_output_has_a_driver_python_that_is_no_variant(configuration: Configuration) -> None:
     for output in rendered(configuration).outputs:
-        if output.script:
+        if output.script and output.name != "pytorch":
             assert "python >=3.10" in output.requirements.build
     assert "python" not in one(rendered(configuration), "libtorch").variant
+
+
+@configurations
+def test_each_pytorch_build_environment_has_its_own_python(configuration: Configuration) -> None:
+    """conda-build compiles the .pyc files a package lacks with the build environment's Python: that must be
+    the output's own (pytorch-cpu-feedstock#329: an unpinned one shipped cpython-314.pyc in every package)."""
+    for pytorch in rendered(configuration).by_name("pytorch"):
+        pythons = [spec for spec in pytorch.requirements.build if spec.split()[0] == "python"]
+        assert pythons == [f"python {pytorch.variant['python']}"], pytorch.dist
 
 
 @configurations

@@ -12,6 +12,9 @@ import pytest
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 PATCHES = sorted((RECIPE / "patches").glob("*.patch"))
 CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+PREIMAGE = Path(__file__).resolve().parent / "patch_fixtures" / "pytorch-2.13.0-preimage.txt"
+# Patches whose every hunk has verbatim 2.13.0 context in the fixture (the others say why not).
+VERIFIED = {"0001", "0002", "0003"}
 HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
 
@@ -188,3 +191,115 @@ def test_aten_config_of_patch_0002_finds_headers_in_the_installed_prefix(tmp_pat
         ["cmake", "-S", str(project), "-B", str(build)], capture_output=True, text=True, check=True
     )
     assert f"ATEN_INCLUDE_DIR={build}/prefix/include" in configured.stdout
+
+
+def preimage_tree(destination: Path) -> list[str]:
+    """The fixture's 2.13.0 lines written at their line numbers (other lines: unique filler); the paths."""
+    files: dict[str, dict[int, str]] = {}
+    current: dict[int, str] = {}
+    number = 0
+    for line in PREIMAGE.read_text().splitlines():
+        if line.startswith("@@"):
+            words = line.split()
+            if len(words) >= 3:
+                current = files.setdefault(words[1], {})
+                number = int(words[2])
+            continue
+        if line.startswith("#") and not files:
+            continue  # the fixture's own header
+        current[number] = line
+        number += 1
+    for path, lines in files.items():
+        target = destination / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        last = max(lines)
+        target.write_text(
+            "".join(lines.get(n, f"# line {n}: not in the fixture") + "\n" for n in range(1, last + 1))
+        )
+    return sorted(files)
+
+
+def test_the_fixture_holds_the_2_13_0_lines_of_the_wheel(tmp_path):
+    """The fixture's wheel segments are the wheel's bytes (so the fixture is not an invention)."""
+    if not CPU_WHEEL.is_file():
+        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it")
+    preimage_tree(tmp_path)
+    with zipfile.ZipFile(CPU_WHEEL) as wheel:
+        real = wheel.read("torch/share/cmake/Caffe2/FindCUDAToolkit.cmake").decode().splitlines()
+    fixture = (tmp_path / "cmake/Modules/FindCUDAToolkit.cmake").read_text().splitlines()
+    assert fixture[496:503] == real[496:503]
+
+
+@pytest.mark.parametrize("patch", [p for p in PATCHES if patch_id(p) in VERIFIED], ids=patch_id)
+def test_verified_patches_apply_strictly_at_their_line_numbers_to_the_2_13_0_lines(patch, tmp_path):
+    """git apply (no fuzz) at the exact line numbers the hunks name: no offset, no missing context."""
+    paths = preimage_tree(tmp_path)
+    touched = [path for _, _, path in numstat(patch)]
+    assert set(touched) <= set(paths), f"{patch.name}: no 2.13.0 lines for {set(touched) - set(paths)}"
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    applied = subprocess.run(
+        ["git", "apply", "--check", "-v", str(patch)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert "offset" not in applied.stderr, applied.stderr
+
+
+def test_unverified_patches_say_so():
+    for patch in PATCHES:
+        if patch_id(patch) not in VERIFIED:
+            header = " ".join(patch.read_text().split("\n---\n", 1)[0].split())
+            assert "ot verified against 2.13.0" in header, patch.name
+
+
+@pytest.mark.wheel
+def test_patch_0003_applies_to_the_2_13_0_find_module_and_lets_the_cache_name_the_toolkit(tmp_path):
+    """The wheel's FindCUDAToolkit.cmake is the 2.13.0 source byte for byte: patch it and run it with nvcc's
+    toolkit in one prefix and CUDAToolkit_ROOT_DIR/_TARGET_DIR/_BIN_DIR cache entries naming another."""
+    if not CPU_WHEEL.is_file():
+        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it")
+    module = tmp_path / "src" / "cmake" / "Modules" / "FindCUDAToolkit.cmake"
+    module.parent.mkdir(parents=True)
+    with zipfile.ZipFile(CPU_WHEEL) as wheel:
+        module.write_bytes(wheel.read("torch/share/cmake/Caffe2/FindCUDAToolkit.cmake"))
+    (patch,) = [p for p in PATCHES if patch_id(p) == "0003"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "src", check=True)
+    subprocess.run(["git", "apply", str(patch)], cwd=tmp_path / "src", check=True)
+    host = tmp_path / "host"
+    (host / "targets" / "x86_64-linux" / "include").mkdir(parents=True)
+    (host / "targets" / "x86_64-linux" / "include" / "cuda_runtime.h").write_text("")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(p NONE)\n"
+        f'list(APPEND CMAKE_MODULE_PATH "{module.parent}")\n'
+        'set(CMAKE_CUDA_COMPILER_TOOLKIT_ROOT "/nvcc/of/the/build/prefix")\n'
+        "find_package(CUDAToolkit QUIET)\n"
+        'message(STATUS "ROOT=${CUDAToolkit_ROOT_DIR} INCLUDE=${CUDAToolkit_INCLUDE_DIR}")\n'
+    )
+    configured = subprocess.run(
+        ["cmake", "-S", str(project), "-B", str(tmp_path / "build"), f"-DCUDAToolkit_ROOT_DIR={host}",
+         f"-DCUDAToolkit_TARGET_DIR={host}/targets/x86_64-linux", f"-DCUDAToolkit_BIN_DIR={tmp_path}/bin"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert f"ROOT={host} INCLUDE={host}/targets/x86_64-linux/include" in configured.stdout
+
+
+@pytest.mark.wheel
+def test_bundled_fmt_of_2_13_0_is_the_version_conda_forge_pins():
+    """2.13.0 compiles its bundled fmt (no USE_SYSTEM_FMT) while the packages ship conda-forge's fmt headers,
+    which libtorch's headers include: the global pin must be the bundled version."""
+    if not CPU_WHEEL.is_file():
+        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it")
+    with zipfile.ZipFile(CPU_WHEEL) as wheel:
+        base = wheel.read("torch/include/fmt/base.h").decode()
+        strong_type = wheel.read("torch/include/c10/util/strong_type.h").decode()
+    assert "#include <fmt/" in strong_type
+    version = int(re.search(r"#define FMT_VERSION (\d+)", base).group(1))
+    bundled = f"{version // 10000}.{version // 100 % 100}"
+    pinning = RECIPE.parent.parent / "shared" / "data" / "conda-forge-pinning" / "conda_build_config.yaml"
+    pinned = re.search(r"^fmt:\n\s+- '?([0-9.]+)'?", pinning.read_text(), re.M).group(1)
+    assert pinned == bundled

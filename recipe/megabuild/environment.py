@@ -31,6 +31,8 @@ CUDA_ARCH_LISTS: dict[str, tuple[str, ...]] = {
 }
 # Jetson Orin (sm_87) only exists on aarch64 boards.
 AARCH64_EXTRA_ARCHS = ("8.7",)
+# $PREFIX/targets/<name> of conda-forge's CUDA packages per platform (server aarch64 is "sbsa").
+CUDA_TARGET_NAMES = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
 
 # Environment variables a CMake (re)configure of PyTorch reads (pytorch-build-facts.md §3.2): by prefix
 # (EnvVarForwarding.cmake's USE_/BUILD_/CMAKE_) and by name (read by CMakeLists/find modules directly).
@@ -101,6 +103,7 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
                 *_find_root_with_source(_strip_cmake_args(caller.get("CMAKE_ARGS", "")), build.src_dir),
                 f"-DCMAKE_BUILD_TYPE={build_type(caller)}",
                 "-DUSE_MAGMA=OFF",
+                *cuda_toolkit_cache_args(build),
             ]
         ),
         "read by setup.py's first configure only: conda-build's -DCMAKE_INSTALL_PREFIX=$PREFIX would "
@@ -108,7 +111,9 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         "REL_WITH_DEB_INFO; USE_MAGMA starts OFF (pass 1), the MAGMA pass switches it in CMakeCache.txt; "
         "SRC_DIR appended to every CMAKE_FIND_ROOT_PATH, or the in-tree find_path() calls are re-rooted and "
         "oneDNN is silently dropped ('MKLDNN source files not found!'; conda-forge's pytorch-cpu-feedstock "
-        "47cd316d does the same)",
+        "47cd316d does the same); CUDA: CUDAToolkit_BIN_DIR/_ROOT_DIR/_TARGET_DIR as cache variables name "
+        "nvcc of the build prefix and the toolkit of the host prefix (patch 0003 lets them win over nvcc's "
+        "own toolkit location)",
     )
     put(
         "CMAKE_GENERATOR",
@@ -309,6 +314,26 @@ def reconfigure_inputs(env: Mapping[str, str]) -> dict[str, str]:
         if name not in RECONFIGURE_EXEMPT
         and (name.startswith(RECONFIGURE_PREFIXES) or name in RECONFIGURE_NAMES)
     }
+
+
+def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
+    """conda-forge's CUDA is split: nvcc in the build prefix, headers and libraries in the host prefix under
+    targets/<arch>. 2.13.0's cmake/public/cuda.cmake sets CUDAToolkit_ROOT unconditionally, so only these
+    cache variables redirect FindCUDAToolkit (pytorch-build-facts.md, corrections 5; the feedstock's build.sh
+    exports the same three)."""
+    if not build.cuda_version:
+        return []
+    target = CUDA_TARGET_NAMES.get(build.target_platform)
+    if target is None:
+        raise MegabuildError(
+            f"no CUDA target directory name for {build.target_platform}: add it to CUDA_TARGET_NAMES in "
+            "recipe/megabuild/environment.py"
+        )
+    return [
+        f"-DCUDAToolkit_BIN_DIR={build.build_prefix}/bin",
+        f"-DCUDAToolkit_ROOT_DIR={build.prefix}",
+        f"-DCUDAToolkit_TARGET_DIR={build.prefix}/targets/{target}",
+    ]
 
 
 def build_number(caller: Mapping[str, str]) -> str:
