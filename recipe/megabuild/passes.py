@@ -354,7 +354,7 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     setuptools_tree = build.build_dir / target.setuptools_lib_dir
     if not setuptools_tree.is_dir():
         raise PassFailed(f"setup.py build left no {setuptools_tree}: check setuptools in the host of pytorch")
-    require_extension_module(setuptools_tree, target.ext_suffix, target.short)
+    require_extension_module(setuptools_tree, target.ext_suffix, target.short, ctx.install_tree)
     trees = ctx.trees(ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
     name = f"4 pytorch (py{target.short})"
     expected = list(python_linked_targets(build.target_platform))

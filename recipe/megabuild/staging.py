@@ -119,17 +119,22 @@ def rule_claims(rule: Rule, tree: Tree, path: str, shlib_ext: str = ".so") -> bo
     )
 
 
-def require_extension_module(setuptools_tree: Path, ext_suffix: str, python: str) -> Path:
+def require_extension_module(
+    setuptools_tree: Path, ext_suffix: str, python: str, install_tree: Path | None = None
+) -> Path:
     """``torch/_C{EXT_SUFFIX}`` of the output's Python must be in the setuptools tree: setup.py ships ``_C``
     as package data under exactly that name, and ``import torch`` looks for exactly that name.
 
     The name comes from CMake (``Python_add_library(_C MODULE WITH_SOABI)`` in 2.13, from FindPython's
-    ``Python_SOABI``); when cross-compiling CMake >= 4.1 leaves that empty and ``_C`` comes out untagged
-    (pytorch-cpu-feedstock 74dd3d46, patch 0022's header), so the check names what it found instead."""
+    ``Python_SOABI``); when cross-compiling CMake >= 4.1 leaves that empty, CMake installs an untagged
+    ``_C.so`` into the install tree and setup.py leaves it out (pytorch-cpu-feedstock 74dd3d46, patch 0022's
+    header), so the error names the ``_C`` files of both trees."""
     expected = setuptools_tree / "torch" / f"_C{ext_suffix}"
     if expected.is_file():
         return expected
     found = sorted(path.name for path in (setuptools_tree / "torch").glob("_C.*"))
+    if install_tree is not None:
+        found += sorted(f"{path.name} (install tree)" for path in install_tree.glob("_C.*"))
     raise StagingError(
         f"no torch/_C{ext_suffix} for Python {python} in {setuptools_tree} (found: "
         f"{', '.join(found) or 'no _C at all'}): CMake named the extension without this Python's SOABI; "
