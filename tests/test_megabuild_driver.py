@@ -295,7 +295,8 @@ def test_failing_pass_stages_nothing_and_a_cache_without_python_entries(fresh: C
     # an environment unlike pass 1's would drift the reconfigure: refused before the cache is edited
     cache_before = (fresh.src_dir / "build" / "CMakeCache.txt").read_text()
     result = fresh.run("pytorch", second, LDFLAGS="-Wl,-O1")
-    assert_error(result, "environment variable LDFLAGS is '-Wl,-O1' here but was", "in pass 1")
+    assert_error(result, "environment variable LDFLAGS differs from pass 1", "give every output")
+    assert "-Wl,-O1" not in result.stderr  # values may be secrets: named, never echoed
     assert (fresh.src_dir / "build" / "CMakeCache.txt").read_text() == cache_before
     # a cache that lost FindPython's entries cannot be retargeted
     cache = fresh.src_dir / "build" / "CMakeCache.txt"

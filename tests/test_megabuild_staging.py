@@ -138,9 +138,10 @@ def test_failure_during_move_takes_everything_back(
         real_replace(src, dst)
 
     monkeypatch.setattr(staging.os, "replace", replace_failing_on_third)
-    with pytest.raises(OSError, match="simulated"):
+    with pytest.raises(StagingError, match="staging libtorch failed: simulated failure"):
         stage_package(LIBTORCH, trees, prefix)
     assert list(prefix.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".megabuild")] == []
 
 
 def test_package_without_files_is_an_error(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from feedstock_tools.rehearsal import ninja_log, prefixes, relocation
 from feedstock_tools.rehearsal import target as targets
 from feedstock_tools.rehearsal.activation import DARWIN_ONLY_FLAGS, clang_activation, compiler_activation
 from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps, work_name
+from feedstock_tools.run_lock import RunLock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
@@ -182,6 +183,10 @@ class Rehearsal:
     def dir(self) -> Path:
         return self.work_root / self.name
 
+    @cached_property
+    def lock(self) -> RunLock:
+        return RunLock(self.work_root / f".{self.name}.lock", f"rehearsal work directory {self.dir}")
+
     @property
     def src_dir(self) -> Path:
         return self.dir / "work"
@@ -216,7 +221,11 @@ class Rehearsal:
 
     # ---- preparation -------------------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python."""
+        """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python.
+
+        Locks the work directory first (held until the process ends): a second rehearsal of the same
+        configuration in the same --work-dir would delete this one's tree mid-build."""
+        self.lock.acquire()
         self.remover.discard(self.dir)
         self.logs_dir.mkdir(parents=True)
         self.packages_dir.mkdir()

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from feedstock_tools.errors import ToolError
+from feedstock_tools.path_safety import component
 
 TOP_LEVEL_NAME = "libtorch-split"
 
@@ -64,7 +65,11 @@ def work_name(config_path: Path) -> str:
 
     cuda = first("cuda_compiler_version", "None")
     flavour = "cpu" if cuda == "None" else f"cuda{cuda}"
-    return f"{first('target_platform', 'linux-64')}_{first('blas_impl', 'generic')}_{flavour}"
+    # the rehearsal deletes and recreates this directory: a value such as '12.9/../../x' must not steer it
+    return component(
+        f"{first('target_platform', 'linux-64')}_{first('blas_impl', 'generic')}_{flavour}",
+        f"work directory name from {config_path.name} (target_platform, blas_impl, cuda_compiler_version)",
+    )
 
 
 def load_config(path: Path) -> dict[str, list[str]]:

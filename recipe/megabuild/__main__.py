@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from megabuild import passes, report
+from megabuild import interrupt, passes, report
 from megabuild.conda_env import CondaBuild
-from megabuild.errors import MegabuildError
+from megabuild.errors import MegabuildError, os_error_line
 from megabuild.package_files import PACKAGES
 from megabuild.staging import SHLIB_EXTS, UpstreamTrees, stage_package
 
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    interrupt.install()
     try:
         if args.command == "stage":
             trees = UpstreamTrees(
@@ -94,8 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         build = CondaBuild.from_environ()
         passes.run(build, dict(os.environ), passes.Options(verbose=args.verbose, strict=args.strict))
         return 0
+    except interrupt.Interrupted as exc:
+        print(f"megabuild error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_status
     except MegabuildError as exc:
         print(f"megabuild error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except OSError as exc:  # a full, read-only or missing directory: the cause and the fix, not a traceback
+        print(f"megabuild error: {os_error_line(exc)}", file=sys.stderr, flush=True)
         return 1
 
 

@@ -181,7 +181,6 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
             "GPU architectures per CUDA version (CMake reads this variable from the environment on every "
             "configure, shadowing the cache)",
         )
-        put("TORCH_NVCC_FLAGS", "-Xfatbin -compress-all", "compressed fatbins keep libtorch_cuda smaller")
         put("USE_SYSTEM_NCCL", "ON", "nccl from conda-forge; also avoids the NCCL submodule checkout")
         put("USE_STATIC_NCCL", "OFF", "link the shared libnccl of the nccl package")
         put("NCCL_INCLUDE_DIR", f"{prefix}/include", "FindNCCL: nccl.h of the host prefix")
@@ -197,6 +196,7 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
             "only there is USE_MAGMA on)",
         )
     out.extend(macos_and_cross_settings(build, caller))
+    out += size_and_speed_settings(build)
     return out
 
 
@@ -255,6 +255,51 @@ def macos_and_cross_settings(build: CondaBuild, caller: Mapping[str, str]) -> li
             "OFF",
             "oneDNN is left out on osx-arm64 as conda-forge does ('MKLDNN did not support Apple M1 at the "
             "time support Apple M1 was added')",
+        )
+    return out
+
+
+# ---- size and speed settings (conda-forge's 2.13.0 choices) ----------------------------------------------
+# Evidence: conda-forge/pytorch-cpu-feedstock at 74dd3d46, recipe/build.sh lines 190-261 (its CUDA branch).
+# Their own block, so that platform and packaging changes elsewhere in this module merge cleanly.
+
+
+def size_and_speed_settings(build: CondaBuild) -> list[Setting]:
+    """Settings that change how large or fast the binaries are, not what they contain."""
+    out: list[Setting] = []
+    linux = build.target_platform.startswith("linux-")
+    if linux:
+        out.append(
+            Setting(
+                "USE_MKLDNN",
+                "ON",
+                "oneDNN (the bundled ideep/oneDNN) for CPU kernels on every Linux build: upstream turns it "
+                "on by default only on x86 (CMakeLists.txt's cmake_dependent_option defaults to CPU_INTEL), "
+                "so linux-aarch64 would lose it; CUDA builds keep it for machines without a GPU (conda-forge "
+                "build.sh exports USE_MKLDNN=1 on Linux)",
+            )
+        )
+    cuda = build.cuda_version
+    if not cuda:
+        return out
+    nvcc_flags = ["-Xfatbin", "-compress-all"]
+    why = "compressed fatbins keep libtorch_cuda smaller"
+    if int(cuda.split(".")[0]) >= 13:
+        nvcc_flags.append("-compress-mode=size")
+        why += (
+            "; CUDA 13's nvcc can trade decompression speed for size (-compress-mode=size, as pytorch PR "
+            "161316 and conda-forge's build.sh do for CUDA 13): the CUDA packages are the largest by far"
+        )
+    out.append(Setting("TORCH_NVCC_FLAGS", " ".join(nvcc_flags), why))
+    if build.target_platform == "linux-aarch64":
+        out.append(
+            Setting(
+                "USE_PRIORITIZED_TEXT_FOR_LD",
+                "1",
+                "aarch64 CUDA: libtorch_cuda's .text outgrows the reach of aarch64 branch instructions; "
+                "upstream's linker script puts the hot code first (pytorch PR 121975, conda-forge "
+                "pytorch-cpu-feedstock issue 264)",
+            )
         )
     return out
 
@@ -386,7 +431,13 @@ def _find_root_with_source(words: list[str], src_dir: Path) -> list[str]:
 def _strip_cmake_args(cmake_args: str) -> list[str]:
     """conda-build's CMAKE_ARGS without the settings the upstream build must own."""
     owned = ("CMAKE_INSTALL_PREFIX", "CMAKE_BUILD_TYPE", "USE_MAGMA")
-    words = shlex.split(cmake_args)
+    try:
+        words = shlex.split(cmake_args)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise MegabuildError(
+            f"CMAKE_ARGS cannot be split into words ({exc}): balance its quotes (the variable is not shown, "
+            "it may hold secrets)"
+        ) from None
     return [
         w
         for w in words

@@ -118,6 +118,12 @@ RULES: tuple[Rule, ...] = (
     Rule("install", "include/torch/**", LIBTORCH, "PyTorch's C++ API headers (torch/extension.h, csrc/api)"),
     Rule("install", "include/tensorpipe/**", LIBTORCH, "included by torch/csrc/distributed/rpc headers"),
     Rule("install", "include/libshm.h", LIBTORCH, "the header of libshm.so"),
+    # ---- install tree: CUDA builds only ------------------------------------------------------------------
+    # (the other CUDA-only files of the 2.13.0 CUDA wheel, tests/data/torch-2.13.0-cuda130-wheel-files.txt.gz,
+    # are libraries named above and headers below include/{ATen,c10,tensorpipe}/, claimed by the rules there)
+    Rule("install", "include/THC/**", LIBTORCH,
+         "CUDA builds: THCAtomics.cuh and THCDeviceUtils.cuh forward to ATen/cuda; downstream CUDA "
+         "extensions (torchvision's kernels among them) still include them"),
     *(
         Rule("install", f"include/{name}", NOT_SHIPPED, _THIRD_PARTY_HEADERS, action="drop")
         for name in (
