@@ -22,6 +22,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "rehearsal",
     "recipe_render",
     "wheel_layout",
+    "gpu_check",
     "ci_support",
 )
 

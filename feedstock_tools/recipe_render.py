@@ -21,17 +21,12 @@ uses: what conda-smithy splits CI jobs on), and ``python -m feedstock_tools rend
 
 How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, jinja_context.py):
 
-* Used variables: the text scan of ``find_used_variables_in_text`` as of conda-build 24.11 and later
-  (conda/conda-build#5447: single-line ``{% set %}``/``{% for %}``; #5535: a key must stand alone, so
-  ``{{ python_min }}`` uses python_min and not python, and ``pin_compatible('python')`` uses python; #5811,
-  #6036): plain requirement names, ``{{ key }}`` expressions, ``{% set/for/if %}`` statements, selectors;
-  ``<lang>_compiler`` keys through ``compiler('lang')`` and ``<lang>_stdlib`` keys through ``stdlib('lang')``.
-  Each output is scanned on its own block of the raw recipe, plus ``$key`` in its ``.sh`` script,
-  ``target_platform``, ``channel_targets`` and ``build/force_use_keys``; the top level on the recipe without
-  its ``outputs`` section plus ``build.sh``. The scan, the section/block extraction and the run-only trim
-  are :mod:`feedstock_tools.used_vars`, shared with the CI generator (its docstring lists where the two
-  copies differed and why conda-build's behaviour was kept); the regular expressions are that module's own
-  reading of those changes (the exact upstream text was not at hand).
+* Used variables: conda-build 26.7.1's text scan (:mod:`feedstock_tools.used_vars`, the same regular
+  expressions as ``find_used_variables_in_text``): plain requirement names, ``{{ key }}`` expressions,
+  ``{% set/for/if %}`` statements, selectors; ``<lang>_compiler`` keys through ``compiler('lang')`` and
+  ``<lang>_stdlib`` keys through ``stdlib('lang')``. Each output is scanned on its own block of the raw
+  recipe, plus ``$key`` in its ``.sh`` script, ``target_platform``, ``channel_targets`` and
+  ``build/force_use_keys``; the top level on the recipe without its ``outputs`` section plus ``build.sh``.
 * Hash: ``h`` + the first 7 hex digits of sha1 over ``json.dumps`` (sorted keys) of the used keys' values,
   leaving out python/r_base/perl/lua (unless the value has a space, as ``3.12.* *_cpython`` does), numpy when
   pinned via ``x.x``, ``ignore_version`` keys, and adding ``__virtual`` run requirements; the same rule as

@@ -2,43 +2,28 @@ r"""Which variant keys a recipe *uses*, found the way conda-build finds them: by
 
 conda-build never asks the rendered recipe which variables it read; it searches the recipe text
 (``conda_build/variants.py: find_used_variables_in_text`` and ``find_used_variables_in_shell_script``,
-driven by ``conda_build/metadata.py: MetaData.get_used_vars``). A key counts as used when it appears
+driven by ``conda_build/metadata.py: MetaData.get_used_vars``). :func:`find_used_in_text` uses the same
+regular expressions as conda-build 26.7.1 (see :func:`_patterns`; its results were compared with the real
+function on this machine, docs/ci.md). A key counts as used when it appears
 
 - in a selector (``# [cuda_compiler_version != "None"]``), searched in the text *before* selectors
   are applied, so a selector for another platform still counts;
-- at the start of a Jinja expression (``{{ blas_impl }}``, ``{{ pin_compatible('numpy') }}``), in a
-  ``{% set %}``, ``{% if %}`` or ``{% for ... in %}`` statement, through ``{{ compiler('cuda') }}``
-  (for ``cuda_compiler`` and ``cuda_compiler_version``) or ``{{ stdlib('c') }}`` (for ``c_stdlib``
-  and ``c_stdlib_version``), or as a bare requirement name (``- libblas``), searched in the text
-  *after* selectors are applied;
+- first in a Jinja expression (``{{ blas_impl }}``, ``{{ pin_compatible('numpy') }}``), right of ``=`` in a
+  ``{% set %}``, after ``in`` in a ``{% for %}``, anywhere after ``if`` in an ``{% if %}``/``{% elif %}``
+  (inside a longer name too), through ``{{ compiler('cuda') }}`` (for ``cuda_compiler`` and
+  ``cuda_compiler_version``) or ``{{ stdlib('c') }}``, or as a bare requirement name (``- libblas``),
+  searched in the text *after* selectors are applied;
 - as ``$key`` or ``${key}`` in the output's ``.sh`` script.
 
-A use that is only a run requirement does not count. Since conda-build 24.11 a key must be followed
-by a non-name character, so ``python {{ python_min }}`` uses ``python_min`` and not ``python``.
+A use that is only a run requirement does not count (``trim_build_only_deps``): build and host are compared
+by name, a key counts as a run requirement only when a *whole* run entry is the key; a key in build but not
+host is dropped when ``ignore_build_only_deps`` lists it and it is not such a run entry.
 
-For a multi-output recipe each output is scanned on its own block of ``outputs:``; the "top level"
-is the recipe text without ``outputs:`` plus the block of the output being looked at.
-
-This is the one scan of the project: the CI generator (:mod:`feedstock_tools.ci_support`) and the render
-emulation (:mod:`feedstock_tools.recipe_render`) both use it. Where the two used to differ, the behaviour
-kept is conda-build's (>= 24.11), checked against its sources:
-
-- ``{% for x in key %}``: only a key after ``in`` is a use, not the loop variable (conda/conda-build#5447
-  and #5514, ``for_regex``); the render emulation had counted any standalone name in the statement.
-- Every key given is scanned, ``zip_keys`` and the other pass-through settings included
-  (``MetaData._get_used_vars_meta_yaml`` passes ``tuple(sorted(self.config.variant.keys()))``); callers
-  that want only the matrix keys pass only those (the render emulation does).
-- The ``outputs:`` section ends at a top-level ``test:``, ``extra:`` or ``about:`` (``extract_outputs_text``:
-  ``(^outputs:.*?)(?=^test:|^extra:|^about:|\Z)``) and an output block is ``metadata.py``'s ``output_re``
-  (an indented ``- name:`` or ``- type:`` item); the CI generator had ended the section at any top-level
-  key and split blocks at ``- name:`` only.
-- Run-only requirements (``trim_build_only_deps``): build and host are compared by name, but a key counts
-  as a run requirement only when a *whole* run entry is the key (``dep in run_reqs`` on the rendered
-  strings); a key in build but not host is dropped when ``ignore_build_only_deps`` lists it and it is not
-  such a run entry. The CI generator had compared run entries by name, the render emulation had left out
-  ``ignore_build_only_deps``.
-
-None of these changes what this recipe renders to or the CI files generated from it.
+For a multi-output recipe each output is scanned on its own block of ``outputs:`` (``output_re``: an
+indented ``- name:`` or ``- type:`` item; the section ends at a top-level ``test:``, ``extra:`` or
+``about:``); the "top level" is the recipe text without ``outputs:`` plus the block of the output being
+looked at. This is the one scan of the project: the CI generator (:mod:`feedstock_tools.ci_support`) and the
+render emulation (:mod:`feedstock_tools.recipe_render`) both use it.
 """
 
 from __future__ import annotations

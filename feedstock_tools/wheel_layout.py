@@ -6,23 +6,30 @@ the build installs. This tool
 1. lays the wheel out as the build tree the driver stages from: the setuptools tree
    ``build/lib.<platform>-cpython-3XX`` (the wheel's packages), the CMake install tree
    ``<SRC_DIR>/torch/{lib,include,share,bin}`` and the ``torch-*.dist-info`` metadata;
-2. stages ``libtorch`` and ``pytorch`` with the driver's own staging (``recipe/megabuild``), each into a
-   prefix of its own, as conda-build gives each output a fresh host prefix;
+2. stages every package the tree has files for (``libtorch``, ``pytorch`` and, from a CUDA wheel,
+   ``libtorch-cuda-linalg``) with the driver's own staging (``recipe/megabuild``), each into a prefix of
+   its own, as conda-build gives each output a fresh host prefix;
 3. merges the packages into one environment prefix as ``conda install`` would (files and symlinks copied,
    a path two packages both provide is a clobber and an error);
 4. reports each package's file count and size as a table.
 
 ``python -m feedstock_tools wheel-layout WHEEL`` runs steps 1-4; the test suite goes on to import torch
-and build the CMake consumer in the merged prefix.
+and build the CMake consumer in the merged prefix; ``gpu-check`` (``feedstock_tools/gpu_check.py``) uses
+the same steps on a CUDA torch. A file the staging table does not place (a ``StagingError`` of the driver)
+is a one-line error, and the work directory is left as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gzip
+import hashlib
 import os
 import re
 import shutil
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +39,7 @@ from feedstock_tools.recipe_imports import import_megabuild
 
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")
+_megabuild_errors = import_megabuild("errors")
 UpstreamTrees = _staging.UpstreamTrees
 
 # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl: name, version, python tag, abi tag, platform tag
@@ -39,8 +47,6 @@ WHEEL_NAME = re.compile(
     r"^(?P<name>[^-]+)-(?P<version>[^-]+)-cp(?P<py>\d)(?P<minor>\d+)-[^-]+-(?:manylinux_\d+_\d+|linux)_(?P<arch>\w+)\.whl$"
 )
 WHEEL_METADATA = re.compile(r"^torch-[^/]+\.dist-info/METADATA$")
-# The packages the megabuild stages from one pass each; libtorch-cuda-linalg has no file in a CPU wheel.
-STAGED_PACKAGES = (_package_files.LIBTORCH, _package_files.PYTORCH)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,52 @@ class PackageSize:
     bytes: int
 
 
+@dataclass(frozen=True)
+class ListedFile:
+    """One file of a wheel's zip directory: what a file list fixture keeps of a wheel too big for CI."""
+
+    mode: int
+    size: int
+    path: str
+
+
+def wheel_files(wheel: Path) -> list[ListedFile]:
+    with zipfile.ZipFile(wheel) as archive:
+        return [
+            ListedFile(member.external_attr >> 16 & 0o7777, member.file_size, member.filename)
+            for member in archive.infolist()
+            if not member.is_dir()
+        ]
+
+
+def write_file_list(wheel: Path, destination: Path, provenance: str) -> int:
+    """Write ``wheel``'s files (mode, size, path; tab-separated, gzipped when the name ends in .gz)."""
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    files = wheel_files(wheel)
+    lines = [
+        f"# Every file of {wheel.name}, sha256 {digest}: mode (octal), size (bytes), path.",
+        f"# {provenance}",
+        "# Written by: python -m feedstock_tools wheel-layout WHEEL --file-list THIS_FILE --provenance TEXT",
+        *(f"{f.mode:o}\t{f.size}\t{f.path}" for f in files),
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    if destination.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    destination.write_bytes(data)
+    return len(files)
+
+
+def read_file_list(path: Path) -> list[ListedFile]:
+    data = path.read_bytes()
+    text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode()
+    files = []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            mode, size, name = line.split("\t", 2)
+            files.append(ListedFile(int(mode, 8), int(size), name))
+    return files
+
+
 def parse_wheel_name(wheel: Path) -> WheelTag:
     match = WHEEL_NAME.match(wheel.name)
     if not match:
@@ -83,10 +135,7 @@ def lay_out_wheel_as_build_tree(wheel: Path, src_dir: Path) -> UpstreamTrees:
     if not wheel.is_file():
         raise ToolError(f"wheel not found: {wheel} (pip download torch==2.13.0 --no-deps gives it)")
     tag = parse_wheel_name(wheel)
-    built = src_dir / "build" / tag.setuptools_dir
-    metadata = src_dir / "build" / "metadata"
-    if built.exists():
-        raise ToolError(f"{built} exists already: lay the wheel out into an empty directory")
+    built = _empty_setuptools_dir(src_dir, tag)
     try:
         archive = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -110,6 +159,41 @@ def lay_out_wheel_as_build_tree(wheel: Path, src_dir: Path) -> UpstreamTrees:
             mode = member.external_attr >> 16 & 0o777
             if mode and not member.is_dir():
                 targets[member.filename].chmod(mode)
+    return _finish_build_tree(built, src_dir)
+
+
+def lay_out_installed_torch(site_packages: Path, tag: WheelTag, src_dir: Path) -> UpstreamTrees:
+    """Copy an installed torch (``torch``, ``torchgen``, ``functorch``, ``torch-*.dist-info`` of
+    ``site_packages``) into ``src_dir`` shaped like a finished ``setup.py build``, as a wheel would be.
+
+    For machines where no wheel can be downloaded but a pip-installed torch is at hand. ``__pycache__``
+    directories are left out: Python wrote them after installing, no build installs them.
+    """
+    if not (site_packages / "torch" / "__init__.py").is_file():
+        raise ToolError(f"no torch package in {site_packages}: pass the site-packages of an installed torch")
+    built = _empty_setuptools_dir(src_dir, tag)
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in (
+        "torch",
+        "torchgen",
+        "functorch",
+        *(d.name for d in site_packages.glob("torch-*.dist-info")),
+    ):
+        if (site_packages / name).is_dir():
+            shutil.copytree(site_packages / name, built / name, symlinks=True, ignore=ignore)
+    return _finish_build_tree(built, src_dir)
+
+
+def _empty_setuptools_dir(src_dir: Path, tag: WheelTag) -> Path:
+    built = src_dir / "build" / tag.setuptools_dir
+    if built.exists():
+        raise ToolError(f"{built} exists already: lay torch out into an empty directory")
+    return built
+
+
+def _finish_build_tree(built: Path, src_dir: Path) -> UpstreamTrees:
+    """Move the dist-info aside and give the setuptools tree its CMake install tree, as the build has."""
+    metadata = src_dir / "build" / "metadata"
     metadata.mkdir(parents=True)
     for dist_info in built.glob("*.dist-info"):
         dist_info.rename(metadata / dist_info.name)
@@ -122,10 +206,16 @@ def lay_out_wheel_as_build_tree(wheel: Path, src_dir: Path) -> UpstreamTrees:
     return _staging.UpstreamTrees(install=install, setuptools=built, metadata=metadata)
 
 
+def packages_with_files(trees: UpstreamTrees) -> list[str]:
+    """The packages the trees have files for, in the table's order (a CPU build has no linalg library)."""
+    grouped = _staging.files_by_package(trees)
+    return [package for package in _package_files.PACKAGES if grouped[package]]
+
+
 def stage_into_prefixes(trees: UpstreamTrees, tag: WheelTag, work: Path) -> dict[str, Path]:
     """Stage each package into its own fresh prefix, the way conda-build builds one output at a time."""
     prefixes: dict[str, Path] = {}
-    for package in STAGED_PACKAGES:
+    for package in packages_with_files(trees):
         prefix = work / "packages" / package
         if prefix.exists():
             raise ToolError(f"{prefix} exists already: stage into an empty work directory")
@@ -185,13 +275,31 @@ def run(wheel: Path, work: Path) -> str:
     if work.exists() and any(work.iterdir()):
         raise ToolError(f"work directory {work} is not empty: pass a new or empty --work directory")
     tag = parse_wheel_name(wheel)
-    print(f"laying out {wheel.name} as a build tree under {work / 'src'} ...", flush=True)
-    trees = lay_out_wheel_as_build_tree(wheel, work / "src")
-    print("staging libtorch and pytorch with recipe/megabuild's staging table ...", flush=True)
-    prefixes = stage_into_prefixes(trees, tag, work)
-    print(f"merging the packages into {work / 'env'} as conda install would ...", flush=True)
-    merge_prefixes(prefixes, work / "env")
+    with staging_errors_as_tool_errors(work):
+        print(f"laying out {wheel.name} as a build tree under {work / 'src'} ...", flush=True)
+        trees = lay_out_wheel_as_build_tree(wheel, work / "src")
+        packages = packages_with_files(trees)
+        print(f"staging {', '.join(packages)} with recipe/megabuild's staging table ...", flush=True)
+        prefixes = stage_into_prefixes(trees, tag, work)
+        print(f"merging the packages into {work / 'env'} as conda install would ...", flush=True)
+        merge_prefixes(prefixes, work / "env")
     return format_table(package_sizes(prefixes), not_shipped(trees))
+
+
+@contextlib.contextmanager
+def staging_errors_as_tool_errors(work: Path) -> Iterator[None]:
+    """A failed layout leaves ``work`` as empty as it was, and the driver's one-line error is the tool's."""
+    existed = work.exists()
+    try:
+        yield
+    except BaseException as exc:
+        for name in ("src", "packages", "env"):
+            shutil.rmtree(work / name, ignore_errors=True)
+        if not existed:
+            shutil.rmtree(work, ignore_errors=True)
+        if isinstance(exc, _megabuild_errors.MegabuildError):
+            raise ToolError(str(exc)) from None
+        raise
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -199,13 +307,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "wheel-layout",
         help="stage a real PyTorch wheel with the recipe's staging table and report the packages",
         description=(
-            "Lay a PyTorch wheel out as the megabuild's build tree, stage libtorch and pytorch with "
-            "recipe/megabuild into separate prefixes, merge them into WORK/env as conda install would, "
-            "and print each package's file count and size."
+            "Lay a PyTorch wheel out as the megabuild's build tree, stage its packages (libtorch, pytorch "
+            "and, from a CUDA wheel, libtorch-cuda-linalg) with recipe/megabuild into separate prefixes, "
+            "merge them into WORK/env as conda install would, and print each package's file count and size."
         ),
     )
     parser.add_argument(
         "wheel", type=Path, help="a Linux CPython PyTorch wheel, e.g. torch-2.13.0+cpu-...whl"
     )
-    parser.add_argument("--work", type=Path, required=True, help="new or empty directory for the trees")
-    parser.set_defaults(func=lambda args: print(run(args.wheel, args.work)))
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--work", type=Path, help="new or empty directory for the trees")
+    action.add_argument(
+        "--file-list",
+        type=Path,
+        metavar="OUT",
+        help="instead: write the wheel's file list (mode, size, path) to OUT (.gz: gzipped), a small "
+        "test fixture of a wheel too big for CI",
+    )
+    parser.add_argument(
+        "--provenance", default="", help="with --file-list: where the wheel came from (a comment line)"
+    )
+    parser.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> None:
+    if args.file_list is not None:
+        count = write_file_list(args.wheel, args.file_list, args.provenance)
+        print(f"wrote the {count} files of {args.wheel.name} to {args.file_list}")
+    else:
+        print(run(args.wheel, args.work))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from feedstock_tools import ci_support, used_vars, variants
+from feedstock_tools import ci_support, ci_workflow, forge_config, smithy_templates, used_vars, variants
 from feedstock_tools.errors import ToolError
 from feedstock_tools.pinning import locate_pinning
 
@@ -77,7 +77,7 @@ def test_migrations_are_the_shared_pinnings_files() -> None:
 
 
 def test_skip_render_lists_every_file_this_project_writes() -> None:
-    settings = ci_support.read_forge_settings(REPO / "conda-forge.yml")
+    settings = forge_config.read_forge_settings(REPO / "conda-forge.yml")
     skipped = set(settings.raw["skip_render"])
 
     def is_skipped(path: str) -> bool:
@@ -95,7 +95,7 @@ def test_skip_render_lists_every_file_this_project_writes() -> None:
 
 
 def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support.CiConfig]) -> None:
-    workflow = yaml.safe_load((REPO / ci_support.WORKFLOW).read_text())
+    workflow = yaml.safe_load((REPO / ci_workflow.WORKFLOW).read_text())
     include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
     assert [entry["CONFIG"] for entry in include] == [c.name for c in rendered]
     for entry in include:
@@ -162,10 +162,10 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
 
 def test_templates_render_to_the_committed_files() -> None:
     """conda-smithy's Jinja environment (feedstock templates first) renders each file unchanged."""
-    environment = ci_support.smithy_jinja_environment(REPO)
+    environment = smithy_templates.smithy_jinja_environment(REPO)
     # A few of the variables conda-smithy renders its templates with: the raw block must ignore them.
     forge_config = {"configs": [], "github_actions": {"timeout_minutes": 360}, "upload_on_branch": "main"}
-    for item in ci_support.SMITHY_RENDERED:
+    for item in smithy_templates.SMITHY_RENDERED:
         rendered_text = environment.get_template(item.template).render(**forge_config)
         assert rendered_text == (REPO / item.path).read_text(encoding="utf-8"), item.path
 
@@ -182,8 +182,8 @@ def test_templates_render_to_the_committed_files() -> None:
 )
 def test_template_renders_exactly_the_text(tmp_path: Path, text: str) -> None:
     (tmp_path / "templates").mkdir()
-    (tmp_path / "templates" / "x.tmpl").write_text(ci_support.template_for(Path("x"), text))
-    rendered_text = ci_support.smithy_jinja_environment(tmp_path).get_template("x.tmpl").render()
+    (tmp_path / "templates" / "x.tmpl").write_text(smithy_templates.template_for(Path("x"), text))
+    rendered_text = smithy_templates.smithy_jinja_environment(tmp_path).get_template("x.tmpl").render()
     assert rendered_text == text
 
 
@@ -193,13 +193,13 @@ def test_template_renders_exactly_the_text(tmp_path: Path, text: str) -> None:
 )
 def test_template_refuses_text_a_raw_block_cannot_hold(text: str, message: str) -> None:
     with pytest.raises(ToolError, match=message):
-        ci_support.template_for(Path("x"), text)
+        smithy_templates.template_for(Path("x"), text)
 
 
 def test_every_file_smithy_renders_has_a_template() -> None:
-    templates = {path.name for path in (REPO / ci_support.TEMPLATES).iterdir()}
-    assert templates == {item.template for item in ci_support.SMITHY_RENDERED}
-    for item in ci_support.SMITHY_RENDERED:
+    templates = {path.name for path in (REPO / smithy_templates.TEMPLATES).iterdir()}
+    assert templates == {item.template for item in smithy_templates.SMITHY_RENDERED}
+    for item in smithy_templates.SMITHY_RENDERED:
         mode = (REPO / item.path).stat().st_mode
         assert bool(mode & 0o111) == item.executable, item.path
 
@@ -226,7 +226,7 @@ def test_check_reports_template_drift_lost_exec_bits_and_skip_render_gaps(tmp_pa
     ci_support.write_files(root, PINNING)
     # render-ci regenerates templates and exec bits; skip_render is conda-forge.yml's, edited by hand.
     assert [p for p in ci_support.drift(root, PINNING) if not p.startswith("not in skip_render")] == []
-    environment = ci_support.smithy_jinja_environment(root)
+    environment = smithy_templates.smithy_jinja_environment(root)
     assert environment.get_template("build_steps.sh.tmpl").render() == script.read_text()
     assert environment.get_template("circle.yml.tmpl").render() == "version: 2\n"
     command = [
@@ -256,10 +256,10 @@ def test_a_missing_smithy_rendered_file_is_a_one_line_error(tmp_path: Path) -> N
 
 
 def test_readme_skip_is_the_exact_entry() -> None:
-    settings = ci_support.read_forge_settings(REPO / "conda-forge.yml")
+    settings = forge_config.read_forge_settings(REPO / "conda-forge.yml")
     without_readme = [entry for entry in settings.raw["skip_render"] if entry != "README.md"]
-    changed = ci_support.ForgeSettings(**{**settings.__dict__, "raw": {"skip_render": without_readme}})
-    assert ci_support.skip_render_gaps(changed) == ["README.md", ".github/CODEOWNERS"]
+    changed = forge_config.ForgeSettings(**{**settings.__dict__, "raw": {"skip_render": without_readme}})
+    assert smithy_templates.skip_render_gaps(changed) == ["README.md", ".github/CODEOWNERS"]
 
 
 # --- conda-build's variant algebra ------------------------------------------------------------------------

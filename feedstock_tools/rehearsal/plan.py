@@ -34,6 +34,7 @@ class Step:
     python: str  # "X.Y" of the host prefix's Python (the pass-1 Python when the host has none)
     host: Sequence[str] = field(default_factory=tuple)  # requirement specs, "name [version [build]]"
     run: Sequence[str] = field(default_factory=tuple)
+    build: Sequence[str] = field(default_factory=tuple)  # build requirements (cross-python_<target>, ...)
 
     @property
     def label(self) -> str:
@@ -50,6 +51,9 @@ class Step:
 
     def run_names(self) -> list[str]:
         return [spec.split()[0] for spec in self.run if spec.strip()]
+
+    def build_names(self) -> list[str]:
+        return [spec.split()[0] for spec in self.build if spec.strip()]
 
 
 def work_name(config_path: Path) -> str:
@@ -99,9 +103,12 @@ def python_min(config: Mapping[str, Sequence[str]]) -> str:
 def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
     """All steps for one configuration, top-level first, then the outputs in conda-build's build order."""
     from feedstock_tools.recipe_render import render_recipe
+    from feedstock_tools.rehearsal.target import target_for
 
     config = load_config(config_path)
-    rendered = render_recipe(recipe_dir, config_path)
+    # conda-build renders on the machine that builds: osx-arm64's cross-python lines need osx-64 there
+    machine = target_for((config.get("target_platform") or ["linux-64"])[0]).build_subdir
+    rendered = render_recipe(recipe_dir, config_path, build_subdir=machine)
     if rendered.top_level is None:
         raise ToolError(f"the recipe skips {config_path.name} (build/skip is true); pick another config")
     pass1 = python_min(config)
@@ -119,6 +126,7 @@ def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
             has_script=True,
             python=_host_python(top.requirements.host, base["python"]) or pass1,
             host=tuple(top.requirements.host),
+            build=tuple(top.requirements.build),
         )
     ]
     for output in rendered.outputs:
@@ -134,6 +142,7 @@ def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
                 python=_host_python(output.requirements.host, variant["python"]) or pass1,
                 host=tuple(output.requirements.host),
                 run=tuple(output.requirements.run),
+                build=tuple(output.requirements.build),
             )
         )
     return steps

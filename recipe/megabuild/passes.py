@@ -30,6 +30,7 @@ from pathlib import Path
 from megabuild import environment, report
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
+from megabuild.cross import use_build_machine_protoc
 from megabuild.errors import MegabuildError
 from megabuild.interrupt import checkpoint, run_child
 from megabuild.log import say, step, warn
@@ -51,7 +52,13 @@ from megabuild.python_target import (
     python_linked_targets,
     retarget,
 )
-from megabuild.staging import PreparedStage, UpstreamTrees, files_by_package, prepare_stage
+from megabuild.staging import (
+    PreparedStage,
+    UpstreamTrees,
+    files_by_package,
+    prepare_stage,
+    require_extension_module,
+)
 
 TOP_LEVEL = "libtorch-split"
 STATE_FILE = "pass1.json"
@@ -88,6 +95,10 @@ class PassContext:
     def install_tree(self) -> Path:
         return self.build.src_dir / "torch"
 
+    def trees(self, install: Path | None = None, **python_trees: Path) -> UpstreamTrees:
+        """The upstream trees to stage from, named the way the target platform names libraries."""
+        return UpstreamTrees(install=install, shlib_ext=self.build.shlib_ext, **python_trees)
+
 
 # --------------------------------------------------------------------------------------------------------
 # dispatch
@@ -112,6 +123,9 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
     for setting in settings:
         shown = "(removed)" if setting.value is None else setting.value
         say(f"  env {setting.name}={shown}  # {setting.why}")
+    protobuf = use_build_machine_protoc(build)
+    if protobuf is not None:
+        say(f"cross-compiling: protobuf::protoc is {build.build_prefix}/bin/protoc (edited {protobuf})")
     # Everything that can be checked is checked before the first edit or compile (MAX_JOBS above, in
     # upstream_environment), so a pass that stops leaves a build directory the same command can run again on.
     fresh = build.pkg_name == TOP_LEVEL
@@ -175,7 +189,7 @@ def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) 
     scratch = Path(tempfile.mkdtemp(prefix=".megabuild-state-", dir=state_dir.parent))
     try:
         shutil.copy2(ctx.cache_path, scratch / SAVED_CACHE)
-        grouped = files_by_package(UpstreamTrees(install=ctx.install_tree))
+        grouped = files_by_package(ctx.trees(ctx.install_tree))
         manifest = {p.path: _sha256(ctx.install_tree / p.path) for p in grouped[LIBTORCH]}
         for placement in grouped[LIBTORCH_CUDA_LINALG]:
             target = scratch / SAVED_LINALG / placement.path
@@ -237,7 +251,7 @@ def pass_stage_libtorch(ctx: PassContext) -> report.PassRecord:
             f"{len(changed)} libtorch file(s) changed since pass 1, first {ctx.install_tree / changed[0]}: "
             "a later pass rebuilt it (see build/megabuild-report.json); fix that pass before packaging"
         )
-    staged = _stage(ctx, LIBTORCH, UpstreamTrees(install=ctx.install_tree))
+    staged = _stage(ctx, LIBTORCH, ctx.trees(ctx.install_tree))
     return _record(
         name="2 libtorch", package=LIBTORCH, started=started, work=PassWork([], [], []), expected=[],
         staged=staged,
@@ -254,7 +268,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     state = load_pass1_state(build)
     started = time.monotonic()
     if variant == "nomagma":
-        staged = _stage(ctx, LIBTORCH_CUDA_LINALG, UpstreamTrees(install=build.state_dir / SAVED_LINALG))
+        staged = _stage(ctx, LIBTORCH_CUDA_LINALG, ctx.trees(build.state_dir / SAVED_LINALG))
         return _record(
             name="3 libtorch-cuda-linalg (nomagma)", package=LIBTORCH_CUDA_LINALG, started=started,
             work=PassWork([], [], []), expected=[], staged=staged,
@@ -299,7 +313,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     _check_guarded(after, state)
     name = "3 libtorch-cuda-linalg (magma)"
     unexpected = _check_work(ctx, name, work, ["torch_cuda_linalg"])
-    staged = _stage(ctx, LIBTORCH_CUDA_LINALG, UpstreamTrees(install=ctx.install_tree))
+    staged = _stage(ctx, LIBTORCH_CUDA_LINALG, ctx.trees(ctx.install_tree))
     return _record(
         name=name, package=LIBTORCH_CUDA_LINALG, started=started, work=work, expected=["torch_cuda_linalg"],
         unexpected=unexpected, changes=changes, staged=staged,
@@ -340,7 +354,8 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     setuptools_tree = build.build_dir / target.setuptools_lib_dir
     if not setuptools_tree.is_dir():
         raise PassFailed(f"setup.py build left no {setuptools_tree}: check setuptools in the host of pytorch")
-    trees = UpstreamTrees(install=ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
+    require_extension_module(setuptools_tree, target.ext_suffix, target.short, ctx.install_tree)
+    trees = ctx.trees(ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
     name = f"4 pytorch (py{target.short})"
     expected = list(python_linked_targets(build.target_platform))
     unexpected = _check_work(ctx, name, work, expected)

@@ -29,6 +29,10 @@ from megabuild.package_files import NOT_SHIPPED, PACKAGES, RULES, Rule, Tree
 
 # Directories of the install prefix <SRC_DIR>/torch that CMake's install step fills.
 INSTALL_TREE_DIRS = ("lib", "include", "share", "bin")
+# The placeholder of package_files.py's library patterns, and conda-build's SHLIB_EXT per platform
+# (conda_build/utils.py get_shlib_ext: ".so" on linux, ".dylib" on osx; Windows is not supported).
+SHLIB_TOKEN = "{shlib}"
+SHLIB_EXTS = (".so", ".dylib")
 
 
 class StagingError(MegabuildError):
@@ -42,6 +46,8 @@ class UpstreamTrees:
     install: Path | None = None  # <SRC_DIR>/torch
     setuptools: Path | None = None  # <SRC_DIR>/build/lib.<platform>-cpython-3XX
     metadata: Path | None = None  # directory holding torch-<version>.dist-info
+    # the target platform's shared-library suffix (conda-build's SHLIB_EXT): how the trees name libraries
+    shlib_ext: str = ".so"
 
     def roots(self) -> dict[Tree, Path]:
         found: dict[Tree, Path | None] = {
@@ -66,9 +72,26 @@ class StagedPackage:
     links: dict[str, str] = field(default_factory=dict)  # symlink path -> target, relative to $PREFIX
 
 
+def shlib_regex(shlib_ext: str) -> str:
+    """The names a shared library takes after its stem on one platform, versioned ones included.
+
+    Linux puts the version after ``.so`` (``libc10.so``, ``libc10.so.2``, ``libc10.so.2.13.0``: CMake's
+    SOVERSION/VERSION names and links); macOS puts it before ``.dylib`` (``libc10.dylib``,
+    ``libc10.2.dylib``: CMake's Darwin naming)."""
+    if shlib_ext == ".so":
+        return r"\.so(?:\.[0-9]+)*"
+    if shlib_ext == ".dylib":
+        return r"(?:\.[0-9]+)*\.dylib"
+    raise StagingError(
+        f"SHLIB_EXT={shlib_ext!r} is not a platform the staging table knows ({', '.join(SHLIB_EXTS)}): "
+        "build on linux or osx (Windows is not supported)"
+    )
+
+
 @cache
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    """``**`` is any number of path segments (at least the file itself), ``*`` and ``?`` stay in a segment."""
+def _pattern_regex(pattern: str, shlib_ext: str = ".so") -> re.Pattern[str]:
+    """``**`` is any number of path segments (at least the file itself), ``*`` and ``?`` stay in a segment,
+    ``{shlib}`` is a shared-library suffix of the platform (:func:`shlib_regex`)."""
     out = []
     for index, part in enumerate(pattern.split("/")):
         if index:
@@ -76,20 +99,46 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
         if part == "**":
             out.append(".+")
             continue
-        for char in part:
-            out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+        for piece_index, piece in enumerate(part.split(SHLIB_TOKEN)):
+            if piece_index:
+                out.append(shlib_regex(shlib_ext))
+            for char in piece:
+                out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
     return re.compile("".join(out) + r"\Z")
 
 
-def matches(pattern: str, path: str) -> bool:
-    return _pattern_regex(pattern).match(path) is not None
+def matches(pattern: str, path: str, shlib_ext: str = ".so") -> bool:
+    return _pattern_regex(pattern, shlib_ext).match(path) is not None
 
 
-def rule_claims(rule: Rule, tree: Tree, path: str) -> bool:
+def rule_claims(rule: Rule, tree: Tree, path: str, shlib_ext: str = ".so") -> bool:
     return (
         rule.tree == tree
-        and matches(rule.pattern, path)
-        and not any(matches(excluded, path) for excluded in rule.excluding)
+        and matches(rule.pattern, path, shlib_ext)
+        and not any(matches(excluded, path, shlib_ext) for excluded in rule.excluding)
+    )
+
+
+def require_extension_module(
+    setuptools_tree: Path, ext_suffix: str, python: str, install_tree: Path | None = None
+) -> Path:
+    """``torch/_C{EXT_SUFFIX}`` of the output's Python must be in the setuptools tree: setup.py ships ``_C``
+    as package data under exactly that name, and ``import torch`` looks for exactly that name.
+
+    The name comes from CMake (``Python_add_library(_C MODULE WITH_SOABI)`` in 2.13, from FindPython's
+    ``Python_SOABI``); when cross-compiling CMake >= 4.1 leaves that empty, CMake installs an untagged
+    ``_C.so`` into the install tree and setup.py leaves it out (pytorch-cpu-feedstock 74dd3d46, patch 0022's
+    header), so the error names the ``_C`` files of both trees."""
+    expected = setuptools_tree / "torch" / f"_C{ext_suffix}"
+    if expected.is_file():
+        return expected
+    found = sorted(path.name for path in (setuptools_tree / "torch").glob("_C.*"))
+    if install_tree is not None:
+        found += sorted(f"{path.name} (install tree)" for path in install_tree.glob("_C.*"))
+    raise StagingError(
+        f"no torch/_C{ext_suffix} for Python {python} in {setuptools_tree} (found: "
+        f"{', '.join(found) or 'no _C at all'}): CMake named the extension without this Python's SOABI; "
+        "when cross-compiling, patch 0012 (Python_SOABI from the target interpreter) must apply"
     )
 
 
@@ -116,12 +165,13 @@ def entries_below(top: Path) -> Iterator[Path]:
 def classify(trees: UpstreamTrees, rules: Iterable[Rule] = RULES) -> list[Placement]:
     """Place every file of the trees by exactly one rule; otherwise stop with the offending paths."""
     rules = tuple(rules)
+    shlib_regex(trees.shlib_ext)  # an unknown platform is one clear error, not "no rule claims ..."
     placements: list[Placement] = []
     unclaimed: list[str] = []
     twice: list[str] = []
     for tree, root in trees.roots().items():
         for path in sorted(tree_files(tree, root)):
-            claimed = [rule for rule in rules if rule_claims(rule, tree, path)]
+            claimed = [rule for rule in rules if rule_claims(rule, tree, path, trees.shlib_ext)]
             if len(claimed) == 1:
                 placements.append(Placement(tree, path, claimed[0]))
             elif not claimed:
