@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from megabuild import environment, report
+from megabuild import activation, environment, report
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
 from megabuild.errors import MegabuildError
@@ -197,7 +197,17 @@ def pass_stage_libtorch(ctx: PassContext) -> report.PassRecord:
             f"{len(changed)} libtorch file(s) changed since pass 1, first {ctx.install_tree / changed[0]}: "
             "a later pass rebuilt it (see build/megabuild-report.json); fix that pass before packaging"
         )
-    staged = _stage(ctx, LIBTORCH, UpstreamTrees(install=ctx.install_tree))
+    # CUDA: CF_TORCH_CUDA_ARCH_LIST for downstream builds (megabuild/activation.py); undone if staging fails
+    scripts = (
+        activation.write_activation_scripts(ctx.build.prefix, ctx.env["TORCH_CUDA_ARCH_LIST"])
+        if ctx.build.cuda_version
+        else []
+    )
+    try:
+        staged = _stage(ctx, LIBTORCH, UpstreamTrees(install=ctx.install_tree)) + len(scripts)
+    except BaseException:
+        activation.remove(ctx.build.prefix, scripts)
+        raise
     return _record(
         name="2 libtorch", package=LIBTORCH, started=started, work=PassWork([], [], []), expected=[],
         staged=staged,
