@@ -70,6 +70,7 @@ class Interpreter:
     torch_dir: Path | None  # the installed torch package, if any
     torch_version: str | None
     pybind11_include: Path | None  # headers of the interpreter's pybind11, if installed
+    machine: str = "x86_64"  # platform.machine()
 
 
 def find_gpu() -> str | None:
@@ -83,7 +84,7 @@ def find_gpu() -> str | None:
 
 
 _QUERY = """
-import importlib.metadata, importlib.util, json, sys, sysconfig
+import importlib.metadata, importlib.util, json, platform, sys, sysconfig
 spec = importlib.util.find_spec("torch")
 try:
     version = importlib.metadata.version("torch")
@@ -100,6 +101,7 @@ print(json.dumps({
     "site_packages": sysconfig.get_paths()["platlib"],
     "torch_dir": spec.submodule_search_locations[0] if spec else None,
     "torch_version": version,
+    "machine": platform.machine(),
 }))
 """
 
@@ -113,7 +115,13 @@ def query_interpreter(python: Path) -> Interpreter:
     torch_dir = Path(data["torch_dir"]) if data["torch_dir"] else None
     pybind11 = Path(data["pybind11_include"]) if data["pybind11_include"] else None
     return Interpreter(
-        python, data["version"], Path(data["site_packages"]), torch_dir, data["torch_version"], pybind11
+        python,
+        data["version"],
+        Path(data["site_packages"]),
+        torch_dir,
+        data["torch_version"],
+        pybind11,
+        data["machine"],
     )
 
 
@@ -131,13 +139,7 @@ def lay_out_source(args: argparse.Namespace, interpreter: Interpreter, src: Path
         raise ToolError(
             f"{interpreter.python} has no torch installed: pass --wheel, or --python of one that has"
         )
-    machine = subprocess.run(
-        [interpreter.python, "-c", "import platform; print(platform.machine())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    tag = wheel_layout.WheelTag(interpreter.torch_version, interpreter.version, machine)
+    tag = wheel_layout.WheelTag(interpreter.torch_version, interpreter.version, interpreter.machine)
     return wheel_layout.lay_out_installed_torch(interpreter.torch_dir.parent, tag, src), tag
 
 
@@ -203,7 +205,7 @@ def build_environments(trees, tag, interpreter: Interpreter, work: Path) -> dict
     return {name: work / name for name in environments}
 
 
-def probe_environment(env: Path, tag, interpreter: Interpreter, work: Path) -> dict[str, str]:
+def probe_variables(env: Path, tag, interpreter: Interpreter, work: Path) -> dict[str, str]:
     """Run with torch from ``env`` first on sys.path and nothing from LD_LIBRARY_PATH."""
     path = os.pathsep.join([str(interpreter.python.parent), os.environ.get("PATH", "/usr/bin:/bin")])
     variables = {
@@ -374,13 +376,13 @@ def run(args: argparse.Namespace, gpu_finder: Callable[[], str | None] = find_gp
             print(f"  left out, the staging table of {RECIPE_DIR.name} does not place it: {path}")
         environments = build_environments(trees, tag, interpreter, work)
     full = environments["env"]
-    variables = probe_environment(full, tag, interpreter, work)
+    variables = probe_variables(full, tag, interpreter, work)
     print("checking torch in env ...", flush=True)
     results = check_torch(full, run_probe(TORCH_PROBE, variables, interpreter.python, 300), tag)
     if all(result.ok for result in results):
         print("checking env-without-linalg ...", flush=True)
         without = environments["env-without-linalg"]
-        bare = probe_environment(without, tag, interpreter, work)
+        bare = probe_variables(without, tag, interpreter, work)
         results.append(check_without_linalg(run_probe(TORCH_PROBE, bare, interpreter.python, 300)))
         print("building a C++/CUDA extension with torch.utils.cpp_extension ...", flush=True)
         results.append(check_extension(run_probe(EXTENSION_CHECK, variables, interpreter.python, 540), full))

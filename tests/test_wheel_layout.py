@@ -363,8 +363,11 @@ def test_include_link_in_a_cross_build_both_ways(merged, tmp_path) -> None:
     its $BUILD_PREFIX/include) compiles for a target whose libtorch headers are in $PREFIX/include, and
     cross-python's sysconfig names $PREFIX (pytorch/pytorch#146702's log shows conda-forge's include_paths
     returning the host prefix there). The decision, kept link + patch 0015, against the alternatives."""
-    host = tmp_path / "host-prefix"  # the target's libtorch headers: a second copy, as in a cross build
-    shutil.copytree(merged.env / "include", host / "include", symlinks=True)
+    # the target's libtorch headers: a second copy, as in a cross build. Not copy2: GCC's #pragma once takes
+    # files of equal size, mtime and contents for one (run here: with the mtimes kept, case 2 compiles),
+    # and two packages' copies never share mtimes
+    host = tmp_path / "host-prefix"
+    shutil.copytree(merged.env / "include", host / "include", symlinks=True, copy_function=shutil.copy)
     build_include = merged.sp_dir / "torch" / "include"  # -> merged.env/include, the build machine's
 
     # 1. the link as upstream's include_paths uses it: compiles, but every torch header is the build
