@@ -35,6 +35,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Sequence
@@ -44,13 +46,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from feedstock_tools.ci_files import CiConfigSummary, CiFileError, summarize  # noqa: E402
+from feedstock_tools.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
+from feedstock_tools.run_lock import LockBusy, RunLock  # noqa: E402
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
 DONE_MARKER = "conda-forge-build-done-{config}"  # written by .scripts/build_steps.sh as its last step
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 GLOB_CHARACTERS = "*?["
+# conda-smithy writes these keys into every .ci_support file (channel_sources first, target_platform among
+# the last, the keys being sorted): a file without them is empty or was cut short.
+REQUIRED_KEYS = ("channel_sources", "target_platform")
 
 
 class UserError(Exception):
@@ -77,9 +83,18 @@ def load_configs(root: Path) -> list[CiConfigSummary]:
             "run 'python -m feedstock_tools render-ci' (or 'conda smithy rerender')"
         )
     try:
+        for path in files:
+            missing = [key for key in REQUIRED_KEYS if key not in read(path)]
+            if missing:
+                raise UserError(
+                    f"{path.relative_to(root)} is empty or truncated (no {', '.join(missing)}): "
+                    "re-render it with 'python -m feedstock_tools render-ci' (or 'conda smithy rerender')"
+                )
         return [summarize(path) for path in files]
     except CiFileError as exc:
         raise UserError(f"cannot read {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the files in {folder} ({exc}): check them, or re-render") from None
 
 
 def select(configs: Sequence[CiConfigSummary], pattern: str) -> list[CiConfigSummary]:
@@ -109,7 +124,10 @@ def select_one(configs: Sequence[CiConfigSummary], pattern: str) -> CiConfigSumm
 
 def choose_interactively(configs: Sequence[CiConfigSummary]) -> CiConfigSummary:
     print(format_table(configs, numbered=True))
-    answer = input(f"\nbuild which configuration? [1-{len(configs)}] ").strip()
+    try:
+        answer = input(f"\nbuild which configuration? [1-{len(configs)}] ").strip()
+    except EOFError:
+        raise UserError("no answer (standard input closed): pass a configuration (see --list)") from None
     if not answer.isdigit() or not 1 <= int(answer) <= len(configs):
         raise UserError(f"{answer!r} is not a number between 1 and {len(configs)}")
     return configs[int(answer) - 1]
@@ -157,7 +175,16 @@ def uses_docker(config: CiConfigSummary) -> bool:
 def check_docker() -> None:
     if shutil.which("docker") is None:
         raise UserError("docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)")
-    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+    timeout = seconds_from_env("BUILD_LOCALLY_DOCKER_TIMEOUT", 30.0)  # a healthy daemon answers at once
+    try:
+        info = subprocess.run(
+            ["docker", "info"], capture_output=True, text=True, check=False, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            f"'docker info' did not answer within {timeout:g} s: the Docker daemon hangs; restart it "
+            "(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT"
+        ) from None
     if info.returncode != 0:
         raise UserError(
             "the Docker daemon is not running ('docker info' failed): "
@@ -241,18 +268,22 @@ def run_one(
             handle.write(f"$ {describe(command, env)}\n")
             handle.flush()
             process = subprocess.Popen(
-                command, cwd=root, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                command,
+                cwd=root,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
             )
             assert process.stdout is not None
-            start = last_report = time.monotonic()
-            for line in process.stdout:
-                handle.write(line)
-                if args.verbose:
-                    sys.stdout.write(line)
-                elif time.monotonic() - last_report >= heartbeat_seconds():
-                    # a megabuild runs for hours: show it is alive and where it is
-                    last_report = time.monotonic()
-                    print(f"    {duration(last_report - start)} elapsed: {line.strip()[:100]}", flush=True)
+            with Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat:
+                for line in process.stdout:
+                    handle.write(line)
+                    if args.verbose:
+                        sys.stdout.write(line)
+                    heartbeat.saw(line)
             returncode = process.wait()
     after = packages_in(root / "build_artifacts")
     produced = tuple(
@@ -261,12 +292,65 @@ def run_one(
     return returncode, produced
 
 
+class Heartbeat:
+    """A megabuild runs for hours, with long silent stretches (a CUDA link, a package upload): every
+    ``interval`` seconds print the elapsed time and the build's last line, on a timer, whether the build
+    printed or not. ``interval`` None: no heartbeat (the build's own output is shown)."""
+
+    MIN_TIMER = 0.5  # the timer's own tick; with a shorter interval every new line also prints one
+
+    def __init__(self, interval: float | None) -> None:
+        self.interval = interval
+        self.start = self.last_report = time.monotonic()
+        self.last_line = "(no output yet)"
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        if self.interval is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def saw(self, line: str) -> None:
+        with self._lock:
+            self.last_line = line.strip()[:100] or self.last_line
+        self._maybe_report()
+
+    def _tick(self) -> None:
+        assert self.interval is not None
+        while not self._stop.wait(max(self.interval, self.MIN_TIMER)):
+            self._maybe_report()
+
+    def _maybe_report(self) -> None:
+        if self.interval is None:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if now - self.last_report < self.interval:
+                return
+            self.last_report = now
+            print(f"    {duration(now - self.start)} elapsed: {self.last_line}", flush=True)
+
+
 def heartbeat_seconds() -> float:
     """How often a sequential build prints a progress line (BUILD_LOCALLY_HEARTBEAT, default 5 min)."""
+    return seconds_from_env("BUILD_LOCALLY_HEARTBEAT", 300.0)
+
+
+def seconds_from_env(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None:
+        return default
     try:
-        return float(os.environ.get("BUILD_LOCALLY_HEARTBEAT", "300"))
+        return float(value)
     except ValueError:
-        raise UserError("BUILD_LOCALLY_HEARTBEAT must be a number of seconds") from None
+        raise UserError(f"{name} must be a number of seconds, not {value!r}") from None
 
 
 def duration(seconds: float) -> str:
@@ -280,15 +364,26 @@ def run_sequence(configs: Sequence[CiConfigSummary], args: argparse.Namespace, r
     for index, config in enumerate(configs, start=1):
         marker = root / "build_artifacts" / DONE_MARKER.format(config=config.name)
         progress = f"[{index}/{len(configs)}] {config.name}"
-        if marker.is_file() and not args.force:
-            print(f"{progress}: already built ({marker.relative_to(root)} exists), skipped", flush=True)
-            results.append(BuildResult(config.name, "skipped (done)", 0.0, ()))
+        # One run per configuration at a time: two runs would write one log and one done-marker.
+        lock = RunLock(root / LOG_DIR / f".{config.name}.lock", f"configuration {config.name}")
+        try:
+            lock.acquire()
+        except LockBusy as exc:
+            print(f"{progress}: skipped, {exc}", flush=True)
+            results.append(BuildResult(config.name, "skipped (busy)", 0.0, ()))
             continue
-        log = root / LOG_DIR / f"{config.name}.log"
-        print(f"{progress}: building, log: {log.relative_to(root)}", flush=True)
-        start = time.monotonic()
-        returncode, produced = run_one(config, args, root, log)
-        elapsed = time.monotonic() - start
+        with lock:
+            if marker.is_file() and not args.force:
+                print(f"{progress}: already built ({marker.relative_to(root)} exists), skipped", flush=True)
+                results.append(BuildResult(config.name, "skipped (done)", 0.0, ()))
+                continue
+            # build_steps.sh writes the marker as its last step: an old one must not outlive a failed rebuild
+            marker.unlink(missing_ok=True)
+            log = root / LOG_DIR / f"{config.name}.log"
+            print(f"{progress}: building, log: {log.relative_to(root)}", flush=True)
+            start = time.monotonic()
+            returncode, produced = run_one(config, args, root, log)
+            elapsed = time.monotonic() - start
         result = "ok" if returncode == 0 else f"FAILED (exit {returncode})"
         print(f"{progress}: {result} after {duration(elapsed)}, {len(produced)} package(s)", flush=True)
         results.append(BuildResult(config.name, result, elapsed, produced))
@@ -304,14 +399,24 @@ def run_sequence(configs: Sequence[CiConfigSummary], args: argparse.Namespace, r
         )
     )
     print(f"\nlogs: {LOG_ZIP}")
-    return 1 if any(r.result.startswith("FAILED") for r in results) else 0
+    return 1 if any(r.result.startswith(("FAILED", "skipped (busy)")) for r in results) else 0
 
 
 def write_log_zip(root: Path) -> None:
+    """Atomically (a temporary file renamed over it): two runs may finish at once."""
     logs = sorted((root / LOG_DIR).glob("*.log"))
-    with zipfile.ZipFile(root / LOG_ZIP, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for log in logs:
-            archive.write(log, arcname=log.name)
+    fd, tmp = tempfile.mkstemp(prefix=".build-locally-logs.", suffix=".zip", dir=(root / LOG_ZIP).parent)
+    try:
+        with (
+            os.fdopen(fd, "wb") as raw,
+            zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+        ):
+            for log in logs:
+                archive.write(log, arcname=log.name)
+        os.replace(tmp, root / LOG_ZIP)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 # --- command line ---------------------------------------------------------------------------------------
@@ -371,15 +476,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> int:
-    command = [sys.executable, "-m", "feedstock_tools", "rehearse"]
-    if args.config:
-        command.append(select_one(configs, args.config).name)
-    if args.verbose:
-        command.append("--verbose")
-    if args.dry_run:
-        print(shlex.join(command))
-        return 0
-    return subprocess.run(command, cwd=args.root, check=False).returncode
+    """The rehearsal of CONFIG, or of every configuration --all/--match choose, one after another."""
+    if args.all or args.match:
+        names: list[str | None] = [config.name for config in choose(configs, args)[0]]
+    else:
+        names = [select_one(configs, args.config).name if args.config else None]
+    failed = []
+    for name in names:
+        command = [sys.executable, "-m", "feedstock_tools", "rehearse", *([name] if name else [])]
+        if args.verbose:
+            command.append("--verbose")
+        if args.dry_run:
+            print(shlex.join(command))
+            continue
+        if subprocess.run(command, cwd=args.root, check=False).returncode != 0:
+            failed.append(name or "(default)")
+    if failed:
+        print(f"rehearsal failed for {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def choose(
@@ -397,7 +511,7 @@ def choose(
         return [select_one(configs, args.config)], False
     if len(configs) == 1:
         return list(configs), False
-    if sys.stdin.isatty():
+    if sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty():
         return [choose_interactively(configs)], False
     raise UserError("no configuration given and no terminal to ask on: pass one (see --list) or --all")
 
@@ -437,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except UserError as exc:
+    except (UserError, LockBusy) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

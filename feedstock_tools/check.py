@@ -29,6 +29,7 @@ from typing import Any
 
 from feedstock_tools import ci_support
 from feedstock_tools.errors import ToolError
+from feedstock_tools.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.recipe_imports import import_megabuild
 from feedstock_tools.recipe_render import RenderedOutput, RenderedRecipe, parse_variant_yaml, render_recipe
 from feedstock_tools.selectors import python_selector_number
@@ -328,7 +329,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def run(args: argparse.Namespace) -> int:
-    findings = run_checks(args.root, args.pinning)
+    findings = run_checks(args.root, locate_pinning(args.pinning))
     if args.json:
         print(json.dumps([asdict(finding) for finding in findings], indent=2))
     else:
@@ -353,8 +354,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")
-    parser.add_argument(
-        "--pinning", type=Path, default=ci_support.DEFAULT_PINNING, help="conda-forge-pinning directory"
-    )
+    add_pinning_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.set_defaults(func=run)

@@ -30,7 +30,7 @@ import itertools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,19 @@ import jinja2
 import yaml
 
 from feedstock_tools import used_vars
+from feedstock_tools.ci_workflow import TIMEOUT_LINE, WORKFLOW, render_workflow_matrix, splice_matrix
 from feedstock_tools.errors import ToolError
+from feedstock_tools.first_pass import render_first_pass
+from feedstock_tools.forge_config import ForgeSettings, read_forge_settings
+from feedstock_tools.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.selectors import SelectorError, select_lines, selector_namespace
+from feedstock_tools.smithy_templates import (
+    TEMPLATES,
+    executable_paths,
+    is_executable,
+    skip_render_gaps,
+    smithy_templates,
+)
 from feedstock_tools.variants import SPECIAL_KEYS as SPECIAL
 from feedstock_tools.variants import (
     Spec,
@@ -59,39 +70,11 @@ from feedstock_tools.variants import (
 # The C loader when PyYAML has it: the recipe is rendered once per distinct variant.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 CI_SUPPORT = ".ci_support"
-WORKFLOW = Path(".github") / "workflows" / "conda-build.yml"
 
-# conda-smithy's defaults for the parts of conda-forge.yml this generator reads
-# (conda_smithy/data/conda-forge.yml); the feedstock's file overrides them key by key.
-FORGE_DEFAULTS: dict[str, Any] = {
-    "build_platform": {
-        "linux_64": "linux_64",
-        "linux_aarch64": "linux_aarch64",
-        "linux_ppc64le": "linux_ppc64le",
-        "osx_64": "osx_64",
-        "osx_arm64": "osx_arm64",
-        "win_64": "win_64",
-    },
-    "provider": {
-        "linux": None,
-        "osx": None,
-        "win": None,
-        "linux_64": "azure",
-        "linux_aarch64": None,
-        "linux_ppc64le": None,
-        "osx_64": "azure",
-        "osx_arm64": None,
-        "win_64": "azure",
-    },
-    "os_version": {"linux_64": None, "linux_aarch64": None, "linux_ppc64le": None},
-    "docker": {"fallback_image": "quay.io/condaforge/linux-anvil-comp7"},
-    "github_actions": {"self_hosted": False, "timeout_minutes": 360},
-    "recipe_dir": "recipe",
-}
-
-# Keys conda-smithy keeps in every CI file whether or not the recipe mentions them.
+# Keys conda-smithy keeps in every CI file whether or not the recipe mentions them (conda-smithy 2026.8.5
+# configure_feedstock.py: _collapse_subpackage_variants, always_keep_keys; target_platform for a recipe
+# that is not noarch, github_actions_labels when the github_actions provider is enabled).
 ALWAYS_KEEP = frozenset(
     {
         "zip_keys",
@@ -104,80 +87,17 @@ ALWAYS_KEEP = frozenset(
         "channel_targets",
         "docker_image",
         "build_number_decrement",
-        "cdt_arch",
-        "cdt_name",
-        "BUILD",
     }
 )
+# conda-smithy adds python_min to the used keys when a line of meta.yaml matches this
+# (_collapse_subpackage_variants: pm_pat), whatever the scan found.
+PYTHON_MIN_LINE = re.compile(r".*\{\{ python_min \}\}")
 
-# A configuration name this long gets a hashed short form for CI job names (conda-smithy: >= 49).
+# A configuration name this long gets a hashed short form for CI job labels (conda-smithy 2026.8.5
+# dump_subspace_config_files: len >= 49 -> first 40 characters, "_h", 8 hex digits of its SHA-256).
 SHORT_NAME_LIMIT = 49
-# GitHub Actions runner labels conda-smithy appends per build platform for self-hosted runners.
-SELF_HOSTED_LABELS = {
-    "linux-64": ["linux", "x64", "self-hosted"],
-    "linux-aarch64": ["linux", "ARM64", "self-hosted"],
-    "osx-64": ["macOS", "x64", "self-hosted"],
-    "osx-arm64": ["macOS", "arm64", "self-hosted"],
-}
-# GitHub-hosted runners per build platform (github_actions_labels: hosted). GitHub retired macos-13 in
-# December 2025; conda-smithy moved osx-64 to its successor, macos-15-intel, in PR #2405.
-HOSTED_LABELS = {
-    "linux-64": ["ubuntu-latest"],
-    "linux-aarch64": ["ubuntu-latest"],
-    "osx-64": ["macos-15-intel"],
-    "osx-arm64": ["macos-14"],
-}
-
-
-@dataclass(frozen=True)
-class ForgeSettings:
-    """The parts of ``conda-forge.yml`` (with conda-smithy's defaults) that shape ``.ci_support``."""
-
-    build_platform: dict[str, str]
-    provider: dict[str, Any]
-    os_version: dict[str, str | None]
-    fallback_image: str
-    self_hosted: bool
-    timeout_minutes: int
-    recipe_dir: str
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    def provider_of(self, platform_arch: str) -> list[str]:
-        """The CI providers that build ``platform_arch`` (a cross-compiled one uses its build platform's)."""
-        build = self.build_platform.get(platform_arch, platform_arch)
-        build_os, build_arch = build.split("_", 1)
-        key = build_os if build_arch == "64" and self.provider.get(build_os) else build
-        return [str(p) for p in as_list(self.provider.get(key)) if p not in (None, "None")]
-
-
-def _merge(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(defaults)
-    for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def read_forge_settings(path: Path) -> ForgeSettings:
-    """``conda-forge.yml`` merged over conda-smithy's defaults."""
-    if not path.is_file():
-        raise ToolError(f"{path} not found: conda-smithy needs a conda-forge.yml in the feedstock root")
-    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(loaded, dict):
-        raise ToolError(f"{path}: expected a mapping of settings")
-    config = _merge(FORGE_DEFAULTS, loaded)
-    return ForgeSettings(
-        build_platform=dict(config["build_platform"]),
-        provider=dict(config["provider"]),
-        os_version=dict(config["os_version"]),
-        fallback_image=str(config["docker"]["fallback_image"]),
-        self_hosted=bool(config["github_actions"]["self_hosted"]),
-        timeout_minutes=int(config["github_actions"]["timeout_minutes"]),
-        recipe_dir=str(config["recipe_dir"]),
-        raw=config,
-    )
+SHORT_NAME_PREFIX = 40
+SHORT_NAME_HASH = 8
 
 
 @dataclass(frozen=True)
@@ -400,20 +320,19 @@ def scan_recipe(recipe_path: Path, subdir: str, build_subdir: str, variants: Seq
                 selected=output.selected,
                 unselected=output.unselected,
             )
-        if top_level_used is None:
-            # conda-smithy asks the first output for its "top-level" variables: the recipe text without
-            # outputs, plus that output's own block.
-            first = outputs[0]
-            top_selected = used_vars.top_level_text(selected) + first.selected
-            top_unselected = used_vars.top_level_text(meta_text) + first.unselected
-            top_level_used = _output_used(
+        # conda-smithy asks every output of every variant for its "top-level" variables (the recipe text
+        # without outputs, plus that output's own block) and keeps those all of them use
+        # (_collapse_subpackage_variants: set.intersection of get_used_vars(force_top_level=True)).
+        for output in outputs:
+            used_here = _output_used(
                 keys,
-                first,
+                output,
                 variant=variant,
                 recipe_path=recipe_path,
-                selected=top_selected,
-                unselected=top_unselected,
+                selected=used_vars.top_level_text(selected) + output.selected,
+                unselected=used_vars.top_level_text(meta_text) + output.unselected,
             )
+            top_level_used = used_here if top_level_used is None else top_level_used & used_here
     return RecipeScan(all_used=all_used, top_level_used=top_level_used or set(), rendered_variants=rendered)
 
 
@@ -611,21 +530,34 @@ def _break_up(top_level: Iterable[str], values: Spec) -> list[Spec]:
 def config_name(platform_arch: str, config: Mapping[str, Any], top_level: Iterable[str]) -> str:
     """``<platform>_<arch>_`` + each job-splitting key and its value, sorted by key."""
     key = "".join(f"{k}{config[k][0]}" for k in sorted(top_level) if k != "target_platform")
-    return f"{platform_arch}_" + key.replace("*", "_").replace(" ", "_")
+    # conda-smithy 2026.8.5 package_key, then dump_subspace_config_files drops characters that are not
+    # legal in paths everywhere.
+    return re.sub(r"[<>:?*,\"\/\|\\]", "", f"{platform_arch}_" + key.replace("*", "_").replace(" ", "_"))
 
 
 def short_config_name(name: str) -> str:
     """The name conda-smithy uses for CI job labels when the full name is long."""
     if len(name) < SHORT_NAME_LIMIT:
         return name
-    return name[:35] + "_h" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
+    return (
+        name[:SHORT_NAME_PREFIX] + "_h" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:SHORT_NAME_HASH]
+    )
 
 
 class _Dumper(yaml.Dumper):
     pass
 
 
+def _represent_str(dumper: yaml.Dumper, data: str) -> yaml.Node:
+    # conda-smithy 2026.8.5 _yaml_represent_str: conda-build reads every variant value as text, and
+    # conda-smithy writes the texts "true"/"false" back as YAML booleans.
+    if data in ("true", "false"):
+        return dumper.represent_bool(data == "true")
+    return dumper.represent_str(data)
+
+
 _Dumper.add_representer(_Ordered, lambda dumper, data: dumper.represent_dict(data.items()))
+_Dumper.add_representer(str, _represent_str)
 
 
 def dump_config(config: Mapping[str, Any]) -> str:
@@ -647,8 +579,11 @@ def render_platform(
     environ["BUILD_PLATFORM"] = build_subdir
     if platform_arch.startswith("linux") and settings.os_version.get(platform_arch):
         environ["DEFAULT_LINUX_VERSION"] = str(settings.os_version[platform_arch])
-    if used_vars.recipe_has_cuda_compiler((recipe_path / "meta.yaml").read_text(encoding="utf-8")):
+    meta_text = (recipe_path / "meta.yaml").read_text(encoding="utf-8")
+    if used_vars.recipe_has_cuda_compiler(meta_text):
         environ["CF_CUDA_ENABLED"] = "True"
+    # conda-smithy renders through conda-build's MetaData, whose first pass has no variant.
+    render_first_pass(recipe_path, subdir, environ)
     spec = combined_spec(root, pinning_dir, subdir, environ, settings.recipe_dir)
     loops = spec_loop_keys(spec)
     try:
@@ -667,9 +602,10 @@ def render_platform(
     squished_input = squish(_merge_deployment_target(input_variants))
     squished_used = squish(_merge_deployment_target(scan.rendered_variants))
     preserve = top_level - scan.all_used
-    keep = set(ALWAYS_KEEP) | {"target_platform"}
-    if settings.self_hosted:
-        keep.add("github_actions_labels")
+    # render_all renders the github_actions provider only, so its labels are always kept.
+    keep = set(ALWAYS_KEEP) | {"target_platform", "github_actions_labels"}
+    if any(PYTHON_MIN_LINE.match(line) for line in meta_text.splitlines()):
+        keep.add("python_min")
     all_used = scan.all_used | keep | scan.top_level_used
     values = _used_values_in_input_order(squished_input, squished_used, all_used)
     zipped_input = {key for group in as_list(squished_input.get("zip_keys", [])) for key in group}
@@ -714,197 +650,6 @@ def render_all(root: Path, pinning_dir: Path, provider: str = "github_actions") 
     return configs
 
 
-# --- the GitHub Actions workflow ------------------------------------------------------------------------
-
-
-def runner_labels(config: CiConfig, settings: ForgeSettings) -> list[str]:
-    """``runs-on`` of a job, as conda-smithy derives it from ``github_actions_labels``."""
-    default = ["self-hosted"] if settings.self_hosted else ["hosted"]
-    labels = as_list(config.data.get("github_actions_labels", [default])[0])
-    if labels == ["hosted"]:
-        return list(HOSTED_LABELS[config.build_platform])
-    if labels == ["self-hosted"]:
-        return list(SELF_HOSTED_LABELS[config.build_platform])
-    if not settings.self_hosted:
-        return list(HOSTED_LABELS[config.build_platform])
-    # cirun provisions one VM per job; its label must be unique per run and configuration.
-    return [
-        label + "--${{ github.run_id }}-" + config.short_name if label.startswith("cirun-") else label
-        for label in [*labels, *SELF_HOSTED_LABELS[config.build_platform]]
-    ]
-
-
-def workflow_matrix(configs: Sequence[CiConfig], settings: ForgeSettings) -> list[dict[str, Any]]:
-    """One matrix entry per CI file: the environment the job hands to ``.scripts/``."""
-    entries = []
-    for config in configs:
-        runs_on = runner_labels(config, settings)
-        entry: dict[str, Any] = {
-            "CONFIG": config.name,
-            "SHORT_CONFIG": config.short_name,
-            "UPLOAD_PACKAGES": "True",
-            "os": "ubuntu" if config.build_platform.startswith("linux") else "macos",
-            "runs_on": runs_on,
-        }
-        if config.build_platform.startswith("linux"):
-            entry["DOCKER_IMAGE"] = config.data["docker_image"][0]
-            # GPU runners pass the GPUs into the build container so the CUDA tests run.
-            if any("gpu" in label.lower() for label in runs_on):
-                entry["CONDA_FORGE_DOCKER_RUN_ARGS"] = "--gpus all"
-        entries.append(entry)
-    return entries
-
-
-TIMEOUT_LINE = re.compile(r"^(    timeout-minutes: )\d+$", flags=re.MULTILINE)
-MATRIX_BEGIN = "        # BEGIN generated matrix: python -m feedstock_tools render-ci"
-MATRIX_END = "        # END generated matrix"
-
-
-def render_workflow_matrix(configs: Sequence[CiConfig], settings: ForgeSettings) -> str:
-    """The ``include:`` entries of the workflow's job matrix, as YAML lines indented for the file."""
-    entries = workflow_matrix(configs, settings)
-    body = yaml.safe_dump(entries, default_flow_style=False, sort_keys=True, width=1000)
-    indented = "".join("          " + line + "\n" if line else "\n" for line in body.splitlines())
-    return f"{MATRIX_BEGIN}\n{indented}{MATRIX_END}\n"
-
-
-def splice_matrix(workflow_text: str, matrix: str) -> str:
-    """The workflow with its generated matrix block replaced."""
-    start = workflow_text.find(MATRIX_BEGIN)
-    end = workflow_text.find(MATRIX_END)
-    if start < 0 or end < start:
-        raise ToolError(f"{WORKFLOW}: the generated-matrix markers are missing; restore them from git")
-    end = workflow_text.index("\n", end) + 1
-    return workflow_text[:start] + matrix + workflow_text[end:]
-
-
-# --- files conda-smithy writes whatever conda-forge.yml says -----------------------------------------------
-
-TEMPLATES = Path("templates")
-
-
-@dataclass(frozen=True)
-class SmithyRendered:
-    """A file conda-smithy renders from one of its Jinja templates on every rerender.
-
-    ``skip_render`` does not reach these: conda-smithy deletes and rewrites them. Its Jinja loader looks in
-    the feedstock's ``templates/`` folder before its own, so a template there that renders to the
-    committed file makes the rerender write that file unchanged.
-    """
-
-    path: Path  # the file, relative to the feedstock root
-    template: str  # the name conda-smithy asks its Jinja loader for
-    executable: bool  # conda-smithy sets the executable bits after writing it
-
-
-# conda_smithy/configure_feedstock.py: render_github_actions writes the workflow; for each enabled build
-# platform _github_actions_specific_setup renders the scripts (template = file name + ".tmpl", written
-# by _render_template_exe_files, which makes them executable); _render_ci_provider writes CircleCI's
-# file even when no platform uses CircleCI.
-SMITHY_RENDERED: tuple[SmithyRendered, ...] = (
-    SmithyRendered(WORKFLOW, "github-actions.yml.tmpl", executable=False),
-    SmithyRendered(Path(".scripts") / "run_docker_build.sh", "run_docker_build.sh.tmpl", executable=True),
-    SmithyRendered(Path(".scripts") / "build_steps.sh", "build_steps.sh.tmpl", executable=True),
-    SmithyRendered(Path(".scripts") / "run_osx_build.sh", "run_osx_build.sh.tmpl", executable=True),
-    SmithyRendered(Path(".circleci") / "config.yml", "circle.yml.tmpl", executable=False),
-)
-
-# Paths conda-smithy writes on a rerender unless skip_render names the path or one of its parent
-# folders (_ignore_match): the files of its feedstock_content folder (copy_feedstock_content) and the
-# GitHub service workflows (render_github_actions_services).
-SKIPPABLE_OUTPUTS: tuple[str, ...] = (
-    ".gitattributes",
-    ".gitignore",
-    "LICENSE.txt",
-    "build-locally.py",
-    ".scripts/logging_utils.sh",
-    ".github/PULL_REQUEST_TEMPLATE.md",
-    ".github/workflows/automerge.yml",
-    ".github/workflows/webservices.yml",
-)
-# render_readme writes README.md and .github/CODEOWNERS unless this exact entry is listed.
-README_ENTRY = "README.md"
-# conda-smithy makes build-locally.py executable on every rerender, skip_render or not.
-ALWAYS_EXECUTABLE: tuple[Path, ...] = (Path("build-locally.py"),)
-
-# The end of a raw block; a file containing one cannot be wrapped in a raw block.
-_ENDRAW = re.compile(r"\{%[-+]?\s*endraw\b")
-
-
-def template_for(path: Path, text: str) -> str:
-    """A template that conda-smithy's Jinja environment renders to exactly ``text`` (the file ``path``).
-
-    The text sits in one raw block, so its own line ends, trailing ones included, come out as they are.
-    The newline after the block ends the template file; Jinja drops it from the output (conda-smithy
-    leaves ``keep_trailing_newline`` off).
-    """
-    if "\r" in text:
-        raise ToolError(f"{path}: has carriage returns, which Jinja turns into newlines; use LF line ends")
-    if _ENDRAW.search(text):
-        raise ToolError(f"{path}: contains an endraw tag, which would end the template's raw block early")
-    note = (
-        f"{{# Written by `python -m feedstock_tools render-ci` from {path.as_posix()}: conda-smithy renders "
-        f"this in place of its own template, so a rerender keeps that file. Edit the file, not this. #}}"
-    )
-    return note + "{% raw %}" + text + "{% endraw %}\n"
-
-
-def smithy_jinja_environment(root: Path) -> jinja2.Environment:
-    """A Jinja environment set up like conda-smithy's ``make_jinja_env``, minus its bundled templates."""
-    from jinja2.sandbox import SandboxedEnvironment
-
-    return SandboxedEnvironment(
-        extensions=["jinja2.ext.do"], loader=jinja2.FileSystemLoader([str(root / TEMPLATES)])
-    )
-
-
-def skip_render_gaps(settings: ForgeSettings) -> list[str]:
-    """The files a rerender would write because ``skip_render`` does not name them (or a parent)."""
-    entries = {str(entry) for entry in settings.raw.get("skip_render") or []}
-    gaps = [
-        path
-        for path in SKIPPABLE_OUTPUTS
-        if not ({path} | {parent.as_posix() for parent in Path(path).parents}) & entries
-    ]
-    if README_ENTRY not in entries:
-        gaps += ["README.md", ".github/CODEOWNERS"]
-    return gaps
-
-
-def _source_text(root: Path, item: SmithyRendered, generated: Mapping[Path, str]) -> str:
-    """The text conda-smithy must write for ``item``: what this generator writes, else the file."""
-    if item.path in generated:
-        return generated[item.path]
-    source = root / item.path
-    if not source.is_file():
-        raise ToolError(
-            f"{item.path} is missing: conda-smithy writes it on every rerender; restore it from git"
-        )
-    return source.read_text(encoding="utf-8")
-
-
-def smithy_templates(root: Path, generated: Mapping[Path, str]) -> dict[Path, str]:
-    """Relative path -> text of the ``templates/`` files that keep conda-smithy's renders unchanged.
-
-    Empty for a tree without ``templates/``: a partial copy of the feedstock (the consistency check
-    works on one) or a feedstock that leaves these files to conda-smithy.
-    """
-    if not (root / TEMPLATES).is_dir():
-        return {}
-    return {
-        TEMPLATES / item.template: template_for(item.path, _source_text(root, item, generated))
-        for item in SMITHY_RENDERED
-    }
-
-
-def _is_executable(path: Path) -> bool:
-    return path.is_file() and path.stat().st_mode & 0o111 == 0o111
-
-
-def _executable_paths() -> list[Path]:
-    return [item.path for item in SMITHY_RENDERED if item.executable] + list(ALWAYS_EXECUTABLE)
-
-
 # --- writing and checking -------------------------------------------------------------------------------
 
 
@@ -915,7 +660,7 @@ def expected_files(root: Path, pinning_dir: Path) -> dict[Path, str]:
     files = {Path(CI_SUPPORT) / f"{config.name}.yaml": config.text for config in configs}
     workflow = root / WORKFLOW
     if workflow.is_file():
-        text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs, settings))
+        text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs))
         # The job timeout comes from conda-forge.yml (github_actions.timeout_minutes), as with conda-smithy.
         files[WORKFLOW] = TIMEOUT_LINE.sub(rf"\g<1>{settings.timeout_minutes}", text, count=1)
     files.update(smithy_templates(root, files))
@@ -947,8 +692,8 @@ def drift(root: Path, pinning_dir: Path) -> list[str]:
             problems.append(f"missing: {path}")
         elif actual.read_text(encoding="utf-8") != expected[path]:
             problems.append(f"out of date: {path}")
-    for path in _executable_paths():
-        if (root / path).is_file() and not _is_executable(root / path):
+    for path in executable_paths():
+        if (root / path).is_file() and not is_executable(root / path):
             problems.append(f"not executable: {path} (a rerender sets its executable bits)")
     settings = read_forge_settings(root / "conda-forge.yml")
     for path in skip_render_gaps(settings):
@@ -972,9 +717,9 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
             temporary.write_text(text, encoding="utf-8")
             os.replace(temporary, target)
             changes.append(f"wrote {path}")
-    for path in _executable_paths():
+    for path in executable_paths():
         target = root / path
-        if target.is_file() and not _is_executable(target):
+        if target.is_file() and not is_executable(target):
             target.chmod(target.stat().st_mode | 0o111)
             changes.append(f"made {path} executable")
     return changes
@@ -993,6 +738,7 @@ def _check_failure(problems: Sequence[str]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    args.pinning = locate_pinning(args.pinning)
     if args.check:
         problems = drift(args.root, args.pinning)
         for problem in problems:
@@ -1030,10 +776,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check", action="store_true", help="report drift instead of writing")
     parser.add_argument("--list", action="store_true", help="print the configurations and their platforms")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")
-    parser.add_argument(
-        "--pinning",
-        type=Path,
-        default=DEFAULT_PINNING,
-        help="conda-forge-pinning directory (default: %(default)s)",
-    )
+    add_pinning_argument(parser)
     parser.set_defaults(func=_run)

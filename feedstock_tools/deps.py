@@ -18,8 +18,9 @@ from typing import Any
 
 from feedstock_tools.conda_pins import PinReadError, conda_forge_pins, read_variant_file, recipe_pins
 from feedstock_tools.errors import ToolError
+from feedstock_tools.pinning import add_pinning_argument, find_pinning
 from feedstock_tools.selectors import KNOWN_SUBDIRS
-from feedstock_tools.source_tree import SourceTree, open_tree
+from feedstock_tools.source_tree import CorruptArchive, SourceTree, open_tree
 from feedstock_tools.upstream_versions import (
     REQUIREMENT_FILES,
     FileVersion,
@@ -32,7 +33,6 @@ from feedstock_tools.version_compare import values_agree
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECIPE = REPO_ROOT / "recipe"
-DEFAULT_PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 
 
 @dataclass(frozen=True)
@@ -313,6 +313,8 @@ def _load_upstream(
     else:
         try:
             tree = open_tree(upstream, wanted=_read_from_tarball)
+        except CorruptArchive as exc:  # a broken download: a table from it would be silently incomplete
+            raise ToolError(str(exc)) from None
         except (ValueError, OSError) as exc:
             notes.append(f"upstream tree unreadable ({exc}): upstream values from the wheel only")
     wheel_metadata = None
@@ -465,7 +467,8 @@ def run(args: argparse.Namespace) -> int:
     for option, path in (("--markdown", args.markdown), ("--json", args.json)):
         if path is not None and not path.parent.is_dir():
             raise ToolError(f"{option} {path}: directory {path.parent} does not exist; create it first")
-    table = build_table(args.upstream, args.wheel, args.recipe, args.pinning, args.subdir)
+    pinning_dir = args.pinning if args.pinning is not None else find_pinning()
+    table = build_table(args.upstream, args.wheel, args.recipe, pinning_dir, args.subdir)
     markdown = render_markdown(table)
     if args.markdown:
         _write(args.markdown, markdown)
@@ -498,12 +501,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--recipe", type=Path, default=DEFAULT_RECIPE, help="recipe directory (default: %(default)s)"
     )
-    parser.add_argument(
-        "--pinning",
-        type=Path,
-        default=DEFAULT_PINNING,
-        help="conda-forge-pinning directory (default: %(default)s)",
-    )
+    add_pinning_argument(parser)
     parser.add_argument(
         "--subdir", default="linux-64", help="conda platform whose selectors apply (default: %(default)s)"
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from feedstock_tools.build_structure import OBJECT_LIBRARY, BuildStructure, Target, read_build_structure
 from feedstock_tools.errors import ToolError
+from feedstock_tools.path_safety import component
 
 IMAGE_FORMATS = ("svg", "png")
 NODE_SHAPES = {
@@ -209,6 +210,7 @@ def write_outputs(
 
 
 def run(args: argparse.Namespace) -> int:
+    component(args.name, "--name")  # a file-name stem: '../x' would write outside --output-dir
     formats = tuple(dict.fromkeys(f.strip() for f in args.formats.split(",") if f.strip()))
     unknown = [f for f in formats if f not in (*IMAGE_FORMATS, "dot")]
     if unknown:

@@ -21,17 +21,12 @@ uses: what conda-smithy splits CI jobs on), and ``python -m feedstock_tools rend
 
 How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, jinja_context.py):
 
-* Used variables: the text scan of ``find_used_variables_in_text`` as of conda-build 24.11 and later
-  (conda/conda-build#5447: single-line ``{% set %}``/``{% for %}``; #5535: a key must stand alone, so
-  ``{{ python_min }}`` uses python_min and not python, and ``pin_compatible('python')`` uses python; #5811,
-  #6036): plain requirement names, ``{{ key }}`` expressions, ``{% set/for/if %}`` statements, selectors;
-  ``<lang>_compiler`` keys through ``compiler('lang')`` and ``<lang>_stdlib`` keys through ``stdlib('lang')``.
-  Each output is scanned on its own block of the raw recipe, plus ``$key`` in its ``.sh`` script,
-  ``target_platform``, ``channel_targets`` and ``build/force_use_keys``; the top level on the recipe without
-  its ``outputs`` section plus ``build.sh``. The scan, the section/block extraction and the run-only trim
-  are :mod:`feedstock_tools.used_vars`, shared with the CI generator (its docstring lists where the two
-  copies differed and why conda-build's behaviour was kept); the regular expressions are that module's own
-  reading of those changes (the exact upstream text was not at hand).
+* Used variables: conda-build 26.7.1's text scan (:mod:`feedstock_tools.used_vars`, the same regular
+  expressions as ``find_used_variables_in_text``): plain requirement names, ``{{ key }}`` expressions,
+  ``{% set/for/if %}`` statements, selectors; ``<lang>_compiler`` keys through ``compiler('lang')`` and
+  ``<lang>_stdlib`` keys through ``stdlib('lang')``. Each output is scanned on its own block of the raw
+  recipe, plus ``$key`` in its ``.sh`` script, ``target_platform``, ``channel_targets`` and
+  ``build/force_use_keys``; the top level on the recipe without its ``outputs`` section plus ``build.sh``.
 * Hash: ``h`` + the first 7 hex digits of sha1 over ``json.dumps`` (sorted keys) of the used keys' values,
   leaving out python/r_base/perl/lua (unless the value has a space, as ``3.12.* *_cpython`` does), numpy when
   pinned via ``x.x``, ``ignore_version`` keys, and adding ``__virtual`` run requirements; the same rule as
@@ -45,8 +40,13 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
   alphabetical within a level); outputs of the same name in variant-loop order. Outputs are deduplicated on
   (name, used variant values), as ``get_output_metadata_set`` does.
 * Selectors: unknown names are an error here (conda-build treats them as False), so typos surface.
-* ``PKG_BUILDNUM``/``PKG_NAME`` inside an output are that output's own, as in conda-build's per-output
-  re-render; ``environ`` is empty unless given (deterministic rendering).
+* ``PKG_BUILDNUM``/``PKG_NAME``/``PKG_VERSION`` inside an output are the *top level's*: conda-build's
+  final render of an output re-renders the outputs section in the parent's context
+  (``render.py: finalize_metadata``, 26.7.1). Only its non-final render (``conda render`` when the
+  dependencies cannot be solved) uses the output's own number. Build strings should therefore compute
+  their number in Jinja, as this recipe does; ``environ`` is empty unless given (deterministic rendering).
+* The first pass: before any variant, conda-build renders the recipe with every variant key undefined
+  (:mod:`feedstock_tools.first_pass`); :func:`render_recipe` runs it first, as conda-build does.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ import yaml
 
 from feedstock_tools import used_vars
 from feedstock_tools.errors import ToolError
+from feedstock_tools.first_pass import render_first_pass
 from feedstock_tools.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.variants import SPECIAL_KEYS, VariantError, explode
 
@@ -633,7 +634,10 @@ class _RecipeRenderer:
         number: int,
         siblings: Mapping[str, _OutputIdentity],
     ) -> dict[str, Any]:
-        """Output ``index`` re-rendered with its own PKG_NAME/PKG_BUILDNUM, as conda-build does per output."""
+        """Output ``index`` as conda-build finalizes it: the recipe's outputs re-rendered in the top level's
+        context (conda-build 26.7.1 ``render.py: finalize_metadata`` calls
+        ``parent_metadata.get_rendered_output``), so PKG_NAME/PKG_VERSION/PKG_BUILDNUM are the top level's
+        (``identity``, ``number``) even for an output with a build number of its own."""
         data = self.parse(scope, self.context(scope, identity, number, siblings))
         output = dict((data.get("outputs") or [])[index])
         build = dict(output.get("build") or {})
@@ -650,6 +654,7 @@ class _RecipeRenderer:
                 "start every output with '  - name:' and do not generate outputs with Jinja loops"
             )
         top_number = int((top.get("build") or {}).get("number") or 0)
+        top_identity = _OutputIdentity(str((top.get("package") or {}).get("name")), version)
         identities = {
             str(out["name"]): _OutputIdentity(str(out["name"]), str(out.get("version") or version))
             for out in declared
@@ -658,9 +663,7 @@ class _RecipeRenderer:
         kept: list[tuple[int, int, set[str], dict[str, Any]]] = []
         for index, first in enumerate(declared):
             name = str(first["name"])
-            # an output without its own number has the top-level one (conda-build's get_output_metadata)
-            number = int((first.get("build") or {}).get("number", first.get("number", top_number)) or 0)
-            output = self.output(scope, index, identities[name], number, identities)
+            output = self.output(scope, index, top_identity, top_number, identities)
             build = output["build"]
             if build.get("skip"):
                 continue
@@ -679,7 +682,7 @@ class _RecipeRenderer:
         rendered: list[RenderedOutput] = []
         for index, number, used, contents in kept:
             name = str(declared[index]["name"])
-            output = self.output(scope, index, identities[name], number, identities)
+            output = self.output(scope, index, top_identity, top_number, identities)
             build = dict(output["build"], string=identities[name].build_string)
             rendered.append(
                 RenderedOutput(
@@ -738,6 +741,7 @@ def render_recipe(
     variant_config = load_variant_config(config) if isinstance(config, Path) else dict(config)
     target = _subdir_of(variant_config, subdir)
     renderer = _RecipeRenderer(recipe_dir, target, environ or {}, build_subdir)
+    render_first_pass(recipe_dir, target, environ)
     collected: dict[tuple[str, str], RenderedOutput] = {}
     top_level: TopLevel | None = None
     about: Mapping[str, Any] = {}
@@ -809,7 +813,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Print the outputs conda-build would build for CONFIG, in build order (an emulation; "
         "see feedstock_tools/recipe_render.py for what it does not cover).",
     )
-    parser.add_argument("config", type=Path, help="a .ci_support/*.yaml file")
+    parser.add_argument(
+        "config",
+        type=Path,
+        nargs="?",
+        help="a .ci_support/*.yaml file; without it, only conda-build's first pass (no variant, every "
+        "variant key undefined) is rendered for --subdir",
+    )
+    parser.add_argument(
+        "--subdir",
+        default="linux-64",
+        help="target platform of the first pass without CONFIG (default: linux-64)",
+    )
     parser.add_argument(
         "--recipe", type=Path, default=Path("recipe"), help="recipe directory (default: recipe)"
     )
@@ -818,6 +833,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.config is None:
+        if args.subdir not in KNOWN_SUBDIRS:
+            raise ToolError(f"unknown --subdir {args.subdir!r}; expected one of {', '.join(KNOWN_SUBDIRS)}")
+        first = render_first_pass(args.recipe, args.subdir)
+        for output in first.get("outputs") or [first]:
+            name = output.get("name") or (output.get("package") or {}).get("name")
+            print(f"{name}  (first pass: no variant; pass a .ci_support file for the real build strings)")
+        return 0
     rendered = render_recipe(args.recipe, args.config)
     for output in rendered.outputs:
         print(f"{output.dist}  (build number {output.build_number})")

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import fnmatch
 import tarfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+
+class CorruptArchive(ValueError):
+    """A tarball that cannot be read to its end."""
 
 
 class SourceTree(Protocol):
@@ -51,16 +56,21 @@ class TarballTree:
         self.label = str(archive)
         names: list[str] = []
         contents: dict[str, bytes] = {}
-        with tarfile.open(archive, mode="r|*") as tar:
-            for member in tar:
-                if not member.isfile():
-                    continue
-                names.append(member.name)
-                top, _, below = member.name.partition("/")
-                if wanted(below or top) or wanted(member.name):
-                    handle = tar.extractfile(member)
-                    if handle is not None:
-                        contents[member.name] = handle.read()
+        try:
+            with tarfile.open(archive, mode="r|*") as tar:
+                for member in tar:
+                    if not member.isfile():
+                        continue
+                    names.append(member.name)
+                    top, _, below = member.name.partition("/")
+                    if wanted(below or top) or wanted(member.name):
+                        handle = tar.extractfile(member)
+                        if handle is not None:
+                            contents[member.name] = handle.read()
+        except (tarfile.TarError, EOFError, zlib.error) as exc:  # cut short, or not what it claims to be
+            raise CorruptArchive(
+                f"{archive} is truncated or corrupt ({exc}): download it again and check its sha256"
+            ) from None
         prefix = _common_top_directory(names)
         self._names = sorted(name[len(prefix) :] for name in names)
         self._contents = {name[len(prefix) :]: data for name, data in contents.items()}
@@ -92,8 +102,19 @@ def open_tree(path: Path, wanted: Callable[[str], bool] = lambda name: True) -> 
     """
     if path.is_dir():
         return DirectoryTree(path)
-    if path.is_file() and tarfile.is_tarfile(path):
+    if path.is_file() and _looks_like_tarball(path):
         return TarballTree(path, wanted)
     if not path.exists():
         raise ValueError(f"{path} does not exist")
     raise ValueError(f"{path} is neither a directory nor a tar archive")
+
+
+def _looks_like_tarball(path: Path) -> bool:
+    """``tarfile.is_tarfile``, except that a compressed stream cut before its first member is a corrupt
+    tarball (is_tarfile lets gzip's EOFError through)."""
+    try:
+        return tarfile.is_tarfile(path)
+    except (EOFError, zlib.error) as exc:
+        raise CorruptArchive(
+            f"{path} is truncated or corrupt ({exc}): download it again and check its sha256"
+        ) from None

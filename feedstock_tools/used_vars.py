@@ -2,43 +2,28 @@ r"""Which variant keys a recipe *uses*, found the way conda-build finds them: by
 
 conda-build never asks the rendered recipe which variables it read; it searches the recipe text
 (``conda_build/variants.py: find_used_variables_in_text`` and ``find_used_variables_in_shell_script``,
-driven by ``conda_build/metadata.py: MetaData.get_used_vars``). A key counts as used when it appears
+driven by ``conda_build/metadata.py: MetaData.get_used_vars``). :func:`find_used_in_text` uses the same
+regular expressions as conda-build 26.7.1 (see :func:`_patterns`; its results were compared with the real
+function on this machine, docs/ci.md). A key counts as used when it appears
 
 - in a selector (``# [cuda_compiler_version != "None"]``), searched in the text *before* selectors
   are applied, so a selector for another platform still counts;
-- at the start of a Jinja expression (``{{ blas_impl }}``, ``{{ pin_compatible('numpy') }}``), in a
-  ``{% set %}``, ``{% if %}`` or ``{% for ... in %}`` statement, through ``{{ compiler('cuda') }}``
-  (for ``cuda_compiler`` and ``cuda_compiler_version``) or ``{{ stdlib('c') }}`` (for ``c_stdlib``
-  and ``c_stdlib_version``), or as a bare requirement name (``- libblas``), searched in the text
-  *after* selectors are applied;
+- first in a Jinja expression (``{{ blas_impl }}``, ``{{ pin_compatible('numpy') }}``), right of ``=`` in a
+  ``{% set %}``, after ``in`` in a ``{% for %}``, anywhere after ``if`` in an ``{% if %}``/``{% elif %}``
+  (inside a longer name too), through ``{{ compiler('cuda') }}`` (for ``cuda_compiler`` and
+  ``cuda_compiler_version``) or ``{{ stdlib('c') }}``, or as a bare requirement name (``- libblas``),
+  searched in the text *after* selectors are applied;
 - as ``$key`` or ``${key}`` in the output's ``.sh`` script.
 
-A use that is only a run requirement does not count. Since conda-build 24.11 a key must be followed
-by a non-name character, so ``python {{ python_min }}`` uses ``python_min`` and not ``python``.
+A use that is only a run requirement does not count (``trim_build_only_deps``): build and host are compared
+by name, a key counts as a run requirement only when a *whole* run entry is the key; a key in build but not
+host is dropped when ``ignore_build_only_deps`` lists it and it is not such a run entry.
 
-For a multi-output recipe each output is scanned on its own block of ``outputs:``; the "top level"
-is the recipe text without ``outputs:`` plus the block of the output being looked at.
-
-This is the one scan of the project: the CI generator (:mod:`feedstock_tools.ci_support`) and the render
-emulation (:mod:`feedstock_tools.recipe_render`) both use it. Where the two used to differ, the behaviour
-kept is conda-build's (>= 24.11), checked against its sources:
-
-- ``{% for x in key %}``: only a key after ``in`` is a use, not the loop variable (conda/conda-build#5447
-  and #5514, ``for_regex``); the render emulation had counted any standalone name in the statement.
-- Every key given is scanned, ``zip_keys`` and the other pass-through settings included
-  (``MetaData._get_used_vars_meta_yaml`` passes ``tuple(sorted(self.config.variant.keys()))``); callers
-  that want only the matrix keys pass only those (the render emulation does).
-- The ``outputs:`` section ends at a top-level ``test:``, ``extra:`` or ``about:`` (``extract_outputs_text``:
-  ``(^outputs:.*?)(?=^test:|^extra:|^about:|\Z)``) and an output block is ``metadata.py``'s ``output_re``
-  (an indented ``- name:`` or ``- type:`` item); the CI generator had ended the section at any top-level
-  key and split blocks at ``- name:`` only.
-- Run-only requirements (``trim_build_only_deps``): build and host are compared by name, but a key counts
-  as a run requirement only when a *whole* run entry is the key (``dep in run_reqs`` on the rendered
-  strings); a key in build but not host is dropped when ``ignore_build_only_deps`` lists it and it is not
-  such a run entry. The CI generator had compared run entries by name, the render emulation had left out
-  ``ignore_build_only_deps``.
-
-None of these changes what this recipe renders to or the CI files generated from it.
+For a multi-output recipe each output is scanned on its own block of ``outputs:`` (``output_re``: an
+indented ``- name:`` or ``- type:`` item; the section ends at a top-level ``test:``, ``extra:`` or
+``about:``); the "top level" is the recipe text without ``outputs:`` plus the block of the output being
+looked at. This is the one scan of the project: the CI generator (:mod:`feedstock_tools.ci_support`) and the
+render emulation (:mod:`feedstock_tools.recipe_render`) both use it.
 """
 
 from __future__ import annotations
@@ -64,48 +49,70 @@ _REQUIREMENT_ITEM = re.compile(r"^\s+-\s+(\S+)")
 CUDA_COMPILER_LINE = re.compile(r"""^[^#]*compiler\((\"cuda\"|'cuda')\).*""")
 
 
-def _key_pattern(key: str) -> str:
-    # A key must stand alone: not preceded or followed by another identifier character.
-    return rf"(?<![\w]){re.escape(key)}(?![\w])"
+def _patterns(key: str, selectors_only: bool) -> tuple[list[str], str]:
+    """The regular expressions conda-build 26.7.1 tries for ``key`` and the prefilter substring.
+
+    Written after ``conda_build/variants.py: find_used_variables_in_text`` (26.7.1): a line is searched
+    only if it contains the key (``-`` read as ``_``), or for ``<lang>_compiler``/``<lang>_stdlib(_version)``
+    the language, or for ``cdt_*`` keys ``cdt(``. The statement patterns are loose on purpose, as there:
+    ``{% if ... %}`` matches the key anywhere after ``if``, even inside a longer name (so
+    ``{% if cuda_compiler_version != "None" %}`` uses ``cuda_compiler``); ``{% set %}`` needs the key as a
+    whole name right of ``=``; ``{% for %}`` needs it right after ``in``; ``{{ key ...}}`` needs it first
+    in the expression (or quoted in ``pin_*(``), followed by a non-name character.
+    """
+    escaped = re.escape(key)
+    patterns: list[str] = []
+    function = re.match(r"(.*?)_(compiler|stdlib)(_version)?$", key)
+    if function and not selectors_only:
+        language, kind = function.group(1), function.group(2)
+        patterns.append(rf"\{{\s*{kind}\([\'\"]{re.escape(language)}[\"\'][^\{{]*?\}}")
+        prefilter = language
+    elif key.startswith("cdt_"):
+        patterns.append(r"\{\s*cdt\(")
+        prefilter = "cdt("
+    else:
+        prefilter = ""
+    if selectors_only:
+        patterns.insert(0, rf"^[^#\[]*?\#?\s\[[^\]]*?(?<![_\w\d]){escaped}[=\s<>!\]]")
+    else:
+        requirement_name = "[-_]".join(map(re.escape, key.split("_")))
+        patterns += [
+            rf"\{{\s*(?:pin_[a-z]+\(\s*?['\"])?{escaped}(?:[^_0-9a-zA-Z].*?)?\}}\}}",
+            rf"^\s+\-\s+{requirement_name}\s*(?:\s[\[#]|$)",
+            r"(?:^|[^\{])\{%\s*(?:el)?if\s*.*" + escaped + r"\s*(?:[^%]*?)?%\}",
+            r"(?:^|[^\{])\{%\s*for\s*.*\s*in\s*" + escaped + r"(?![a-zA-Z_0-9])(?:[^%]*?)?%\}",
+            r"(?:^|[^\{])\{%\s*set\s*.*\s*=\s*.*(?<![a-zA-Z_0-9])"
+            + escaped
+            + r"(?![a-zA-Z_0-9])(?:[^%]*?)?%\}",
+        ]
+    return patterns, prefilter
 
 
 @lru_cache(maxsize=4096)
 def find_used_in_text(keys: tuple[str, ...], text: str, selectors_only: bool = False) -> frozenset[str]:
-    """The variant keys among ``keys`` that ``text`` uses (selectors only, or everything but selectors)."""
+    """The variant keys among ``keys`` that ``text`` uses (selectors only, or everything but selectors).
+
+    conda-build 26.7.1 ``find_used_variables_in_text``, including its last step: a used ``c_stdlib``,
+    ``c_compiler`` or ``cxx_compiler`` also uses ``CONDA_BUILD_SYSROOT`` when the variant has it.
+    """
     used: set[str] = set()
     lines = text.splitlines()
     normalized = text.replace("-", "_")
     for key in keys:
-        patterns: list[str] = []
-        function = re.match(r"(.*?)_(compiler|stdlib)(_version)?$", key)
-        if function and not selectors_only:
-            language, name = function.group(1), function.group(2)
-            patterns.append(rf"\{{\s*{name}\(['\"]{re.escape(language)}['\"][^{{]*?\}}")
-            candidates = [line for line in lines if key in line or language in line]
+        patterns, prefilter = _patterns(key, selectors_only)
+        if prefilter:
+            candidates = [line for line in lines if key in line or prefilter in line]
         elif key not in normalized:  # shortcut: no line can name the key
             continue
         else:
             candidates = [line for line in lines if key in line.replace("-", "_")]
         if not candidates:
             continue
-        key_re = _key_pattern(key)
-        if selectors_only:
-            patterns.insert(0, rf"^[^#\[]*?\#?\s\[[^\]]*?(?<![_\w]){re.escape(key)}[=\s<>!\]]")
-        else:
-            requirement_name = "[-_]".join(map(re.escape, key.split("_")))
-            patterns += [
-                # {{ key }}, {{ key | filter }}, {{ pin_compatible('key') }}
-                rf"\{{\{{-?\s*(?:pin_[a-z]+\(\s*['\"])?{re.escape(key)}(?![\w])[^}}]*\}}\}}",
-                # single-line {% set %}, {% if %}/{% elif %}, and {% for ... in <key> %}
-                rf"\{{%-?\s*set\s[^%]*?{key_re}[^%]*%\}}",
-                rf"(?:^|[^{{])\{{%-?\s*(?:el)?if\s[^%]*?{key_re}[^%]*%\}}",
-                rf"(?:^|[^{{])\{{%-?\s*for\s.*\sin\s[^%]*?{key_re}[^%]*%\}}",
-                # a plain requirement name, no version
-                rf"^\s+-\s+{requirement_name}\s*(?:\s[\[#]|$)",
-            ]
         combined = re.compile("|".join(patterns))
         if any(combined.search(line) for line in candidates):
             used.add(key)
+            if key in ("c_stdlib", "c_compiler", "cxx_compiler") and "CONDA_BUILD_SYSROOT" in keys:
+                used.add("CONDA_BUILD_SYSROOT")
     return frozenset(used)
 
 

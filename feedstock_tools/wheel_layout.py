@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feedstock_tools.errors import ToolError
+from feedstock_tools.path_safety import inside
 from feedstock_tools.recipe_imports import import_megabuild
 
 _package_files = import_megabuild("package_files")
@@ -45,6 +46,7 @@ UpstreamTrees = _staging.UpstreamTrees
 WHEEL_NAME = re.compile(
     r"^(?P<name>[^-]+)-(?P<version>[^-]+)-cp(?P<py>\d)(?P<minor>\d+)-[^-]+-(?:manylinux_\d+_\d+|linux)_(?P<arch>\w+)\.whl$"
 )
+WHEEL_METADATA = re.compile(r"^torch-[^/]+\.dist-info/METADATA$")
 
 
 @dataclass(frozen=True)
@@ -134,13 +136,29 @@ def lay_out_wheel_as_build_tree(wheel: Path, src_dir: Path) -> UpstreamTrees:
         raise ToolError(f"wheel not found: {wheel} (pip download torch==2.13.0 --no-deps gives it)")
     tag = parse_wheel_name(wheel)
     built = _empty_setuptools_dir(src_dir, tag)
-    with zipfile.ZipFile(wheel) as archive:
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ToolError(f"{wheel} is not a readable wheel ({exc}): download it again") from None
+    with archive:
+        members = archive.infolist()
+        names = {member.filename for member in members}
+        if "torch/__init__.py" not in names or not any(WHEEL_METADATA.match(name) for name in names):
+            raise ToolError(
+                f"{wheel.name} holds no torch/__init__.py and torch-*.dist-info: not a PyTorch wheel; pass "
+                "one such as torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+            )
+        # Every member is checked before anything is written, as pip refuses a wheel with a file "trying to
+        # install outside the target directory" (pip 23.2.1 _internal/operations/install/wheel.py,
+        # assert_no_path_traversal); zipfile's extractall would silently rename such a member instead.
+        targets = {member.filename: inside(built, member.filename, "wheel member") for member in members}
         archive.extractall(built)
-        # zipfile drops the permission bits; the wheel records them (torch_shm_manager is executable)
-        for member in archive.infolist():
-            mode = member.external_attr >> 16 & 0o7777
+        # zipfile drops the permission bits; the wheel records them (torch_shm_manager is executable). Only
+        # the permission bits: set-user/group-ID and sticky bits have no business in a package.
+        for member in members:
+            mode = member.external_attr >> 16 & 0o777
             if mode and not member.is_dir():
-                (built / member.filename).chmod(mode)
+                targets[member.filename].chmod(mode)
     return _finish_build_tree(built, src_dir)
 
 

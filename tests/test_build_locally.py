@@ -2,9 +2,9 @@
 
 The ``docker`` on PATH in these tests is a test double (DOCKER_STANDIN_SOURCE below): it records each
 call's arguments and environment in a JSON-lines file, answers ``docker info`` (or fails it to play a
-stopped daemon), and for ``docker run`` does what the build container's last steps do -- writes a
-package into build_artifacts/ and the done-marker -- or fails for the configurations listed in
-DOCKER_STANDIN_FAIL.
+stopped daemon, or hangs to play a stuck one), and for ``docker run`` does what the build container's
+last steps do -- writes a package into build_artifacts/ and the done-marker (after DOCKER_STANDIN_SILENT
+seconds of silence) -- or fails for the configurations listed in DOCKER_STANDIN_FAIL.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from types import ModuleType
 import pytest
 import yaml
 
+from feedstock_tools.run_lock import RunLock
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_NAMES = sorted(path.stem for path in (REPO / ".ci_support").glob("*.yaml"))
 LINUX_NAMES = [name for name in CONFIG_NAMES if name.startswith("linux")]
@@ -32,7 +34,7 @@ OSX_NAMES = [name for name in CONFIG_NAMES if name.startswith("osx")]
 
 DOCKER_STANDIN_SOURCE = '''#!{python}
 """Test double of the docker CLI (see tests/test_build_locally.py)."""
-import json, os, sys
+import json, os, sys, time
 from pathlib import Path
 
 args = sys.argv[1:]
@@ -42,12 +44,15 @@ if args[:1] == ["info"]:
     if os.environ.get("DOCKER_STANDIN_DAEMON") == "down":
         print("Cannot connect to the Docker daemon", file=sys.stderr)
         sys.exit(1)
+    if os.environ.get("DOCKER_STANDIN_DAEMON") == "hang":
+        time.sleep(600)
     sys.exit(0)
 if args[:1] == ["run"]:
     mount = ":/home/conda/feedstock_root:rw,z,delegated"
     feedstock = next(a.split(":")[0] for a in args if a.endswith(mount))
     config = os.environ["CONFIG"]
-    print(f"stand-in build of {{config}}")
+    print(f"stand-in build of {{config}}", flush=True)
+    time.sleep(float(os.environ.get("DOCKER_STANDIN_SILENT", "0")))  # a long silent step (a CUDA link)
     if config in os.environ.get("DOCKER_STANDIN_FAIL", "").split(","):
         print("stand-in build failed", file=sys.stderr)
         sys.exit(3)
@@ -95,7 +100,7 @@ def feedstock(tmp_path: Path) -> Feedstock:
     shutil.copytree(REPO / ".scripts", root / ".scripts")
     shutil.copytree(REPO / ".ci_support", root / ".ci_support")
     (root / "feedstock_tools").mkdir()
-    for module in ("__init__.py", "ci_files.py"):
+    for module in ("__init__.py", "ci_files.py", "errors.py", "run_lock.py"):
         shutil.copy2(REPO / "feedstock_tools" / module, root / "feedstock_tools" / module)
     (root / "recipe").mkdir()
     bin_dir = tmp_path / "bin"
@@ -410,7 +415,9 @@ def test_errors_are_one_line(feedstock: Feedstock, tmp_path: Path, case: str) ->
 
 
 def test_windows_configuration_on_linux(feedstock: Feedstock) -> None:
-    (feedstock.root / ".ci_support" / "win_64_.yaml").write_text("target_platform:\n- win-64\n")
+    (feedstock.root / ".ci_support" / "win_64_.yaml").write_text(
+        "channel_sources:\n- conda-forge\ntarget_platform:\n- win-64\n"
+    )
     message = error_of(feedstock.run("win_64"))
     assert message == "error: win_64_ is a Windows configuration; it can only be built on Windows"
 
@@ -426,3 +433,76 @@ def test_rehearse_runs_the_rehearsal_subcommand(feedstock: Feedstock) -> None:
     result = feedstock.run("--rehearse", name[:-3], "--dry-run")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{sys.executable} -m feedstock_tools rehearse {name}"
+
+
+# --- faults (issue 13): one-line errors, no hangs, no shared logs or markers -----------------------------
+
+
+def test_hung_docker_daemon_times_out(feedstock: Feedstock) -> None:
+    result = feedstock.run(
+        LINUX_NAMES[0],
+        extra_env={"DOCKER_STANDIN_DAEMON": "hang", "BUILD_LOCALLY_DOCKER_TIMEOUT": "1"},
+    )
+    assert result.returncode == 2
+    assert error_of(result).startswith("error: 'docker info' did not answer within 1 s")
+
+
+def test_heartbeat_prints_on_a_timer_while_the_build_is_silent(feedstock: Feedstock) -> None:
+    name = LINUX_NAMES[0]
+    result = feedstock.run(
+        "--match", name, extra_env={"DOCKER_STANDIN_SILENT": "2.5", "BUILD_LOCALLY_HEARTBEAT": "0.5"}
+    )
+    assert result.returncode == 0, result.stderr
+    last_line = f"stand-in build of {name}"[:100]
+    beats = [line for line in result.stdout.splitlines() if line.endswith(f"elapsed: {last_line}")]
+    assert len(beats) >= 2, result.stdout  # the build printed one line, then nothing for 2.5 s
+
+
+def test_closed_stdin_is_a_one_line_error(feedstock: Feedstock) -> None:
+    result = subprocess.run(
+        ["bash", "-c", f'exec 0<&-; exec "{sys.executable}" "{feedstock.root / "build-locally.py"}"'],
+        capture_output=True,
+        text=True,
+        env=feedstock.env,
+        check=False,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert error_of(result).startswith("error: no configuration given and no terminal to ask on")
+
+
+def test_a_configuration_another_run_builds_is_skipped(feedstock: Feedstock) -> None:
+    busy, free = [name for name in CONFIG_NAMES if name.startswith("linux_aarch64_")][:2]
+    lock_dir = feedstock.root / "build_artifacts" / "build-locally"
+    with RunLock(lock_dir / f".{busy}.lock", f"configuration {busy}"):  # another run holds it
+        result = feedstock.run("--match", "linux_aarch64_*")
+    assert result.returncode == 1  # not built by this run, and not known to be done
+    assert f"{busy}: skipped, configuration {busy} is in use by another run" in result.stdout
+    artifacts = feedstock.root / "build_artifacts"
+    assert (
+        not (artifacts / f"conda-forge-build-done-{busy}").exists()
+        and not (lock_dir / f"{busy}.log").exists()
+    )
+    assert (artifacts / f"conda-forge-build-done-{free}").exists()
+
+
+def test_failed_forced_rebuild_does_not_keep_the_old_done_marker(feedstock: Feedstock) -> None:
+    name = LINUX_NAMES[0]
+    marker = feedstock.root / "build_artifacts" / f"conda-forge-build-done-{name}"
+    assert feedstock.run("--match", name).returncode == 0 and marker.exists()
+    result = feedstock.run("--match", name, "--force", extra_env={"DOCKER_STANDIN_FAIL": name})
+    assert result.returncode == 1 and not marker.exists()
+
+
+@pytest.mark.parametrize("content", ["", "channel_sources:\n- conda-forge\n"])
+def test_empty_or_truncated_ci_support_file_is_not_listed(feedstock: Feedstock, content: str) -> None:
+    (feedstock.root / ".ci_support" / "linux_64_broken.yaml").write_text(content)
+    result = feedstock.run("--list")
+    assert result.returncode == 2
+    assert error_of(result).startswith("error: .ci_support/linux_64_broken.yaml is empty or truncated")
+
+
+def test_rehearse_honours_match(feedstock: Feedstock) -> None:
+    aarch64 = [name for name in CONFIG_NAMES if name.startswith("linux_aarch64_")]
+    result = feedstock.run("--rehearse", "--match", "linux_aarch64_*", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[-1] for line in result.stdout.splitlines()] == aarch64

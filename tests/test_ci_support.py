@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -10,11 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from feedstock_tools import ci_support, used_vars, variants
+from feedstock_tools import ci_support, ci_workflow, forge_config, smithy_templates, used_vars, variants
 from feedstock_tools.errors import ToolError
+from feedstock_tools.pinning import locate_pinning
 
 REPO = ci_support.REPO_ROOT
-PINNING = ci_support.DEFAULT_PINNING
+# This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).
+PINNING = REPO.parent / "shared" / "data" / "conda-forge-pinning"
 MEGABUILD_LOOPS = ("python", "magma_variant")
 
 
@@ -73,7 +77,7 @@ def test_migrations_are_the_shared_pinnings_files() -> None:
 
 
 def test_skip_render_lists_every_file_this_project_writes() -> None:
-    settings = ci_support.read_forge_settings(REPO / "conda-forge.yml")
+    settings = forge_config.read_forge_settings(REPO / "conda-forge.yml")
     skipped = set(settings.raw["skip_render"])
 
     def is_skipped(path: str) -> bool:
@@ -91,7 +95,7 @@ def test_skip_render_lists_every_file_this_project_writes() -> None:
 
 
 def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support.CiConfig]) -> None:
-    workflow = yaml.safe_load((REPO / ci_support.WORKFLOW).read_text())
+    workflow = yaml.safe_load((REPO / ci_workflow.WORKFLOW).read_text())
     include = workflow["jobs"]["build"]["strategy"]["matrix"]["include"]
     assert [entry["CONFIG"] for entry in include] == [c.name for c in rendered]
     for entry in include:
@@ -126,7 +130,17 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
     configs[0].unlink()
     (root / ".ci_support" / "linux_64_stale.yaml").write_text("python:\n- '2.7'\n")
     configs[1].write_text(configs[1].read_text().replace("- '3.10'", "- '3.9'"))
-    command = [sys.executable, "-m", "feedstock_tools", "render-ci", "--check", "--root", str(root)]
+    command = [
+        sys.executable,
+        "-m",
+        "feedstock_tools",
+        "render-ci",
+        "--check",
+        "--root",
+        str(root),
+        "--pinning",
+        str(PINNING),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     assert result.returncode == 1
     assert f"missing: .ci_support/{configs[0].name}" in result.stdout
@@ -136,7 +150,7 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
         "error: 3 CI file(s) differ from a rerender; run: python -m feedstock_tools render-ci"
     )
     fixed = subprocess.run(
-        [*command[:-3], "--root", str(root)], capture_output=True, text=True, cwd=REPO, check=False
+        [c for c in command if c != "--check"], capture_output=True, text=True, cwd=REPO, check=False
     )
     assert fixed.returncode == 0
     assert not (root / ".ci_support" / "linux_64_stale.yaml").exists()
@@ -148,10 +162,10 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
 
 def test_templates_render_to_the_committed_files() -> None:
     """conda-smithy's Jinja environment (feedstock templates first) renders each file unchanged."""
-    environment = ci_support.smithy_jinja_environment(REPO)
+    environment = smithy_templates.smithy_jinja_environment(REPO)
     # A few of the variables conda-smithy renders its templates with: the raw block must ignore them.
-    forge_config = {"configs": [], "github_actions": {"self_hosted": True}, "upload_on_branch": "main"}
-    for item in ci_support.SMITHY_RENDERED:
+    forge_config = {"configs": [], "github_actions": {"timeout_minutes": 360}, "upload_on_branch": "main"}
+    for item in smithy_templates.SMITHY_RENDERED:
         rendered_text = environment.get_template(item.template).render(**forge_config)
         assert rendered_text == (REPO / item.path).read_text(encoding="utf-8"), item.path
 
@@ -168,8 +182,8 @@ def test_templates_render_to_the_committed_files() -> None:
 )
 def test_template_renders_exactly_the_text(tmp_path: Path, text: str) -> None:
     (tmp_path / "templates").mkdir()
-    (tmp_path / "templates" / "x.tmpl").write_text(ci_support.template_for(Path("x"), text))
-    rendered_text = ci_support.smithy_jinja_environment(tmp_path).get_template("x.tmpl").render()
+    (tmp_path / "templates" / "x.tmpl").write_text(smithy_templates.template_for(Path("x"), text))
+    rendered_text = smithy_templates.smithy_jinja_environment(tmp_path).get_template("x.tmpl").render()
     assert rendered_text == text
 
 
@@ -179,13 +193,13 @@ def test_template_renders_exactly_the_text(tmp_path: Path, text: str) -> None:
 )
 def test_template_refuses_text_a_raw_block_cannot_hold(text: str, message: str) -> None:
     with pytest.raises(ToolError, match=message):
-        ci_support.template_for(Path("x"), text)
+        smithy_templates.template_for(Path("x"), text)
 
 
 def test_every_file_smithy_renders_has_a_template() -> None:
-    templates = {path.name for path in (REPO / ci_support.TEMPLATES).iterdir()}
-    assert templates == {item.template for item in ci_support.SMITHY_RENDERED}
-    for item in ci_support.SMITHY_RENDERED:
+    templates = {path.name for path in (REPO / smithy_templates.TEMPLATES).iterdir()}
+    assert templates == {item.template for item in smithy_templates.SMITHY_RENDERED}
+    for item in smithy_templates.SMITHY_RENDERED:
         mode = (REPO / item.path).stat().st_mode
         assert bool(mode & 0o111) == item.executable, item.path
 
@@ -212,10 +226,20 @@ def test_check_reports_template_drift_lost_exec_bits_and_skip_render_gaps(tmp_pa
     ci_support.write_files(root, PINNING)
     # render-ci regenerates templates and exec bits; skip_render is conda-forge.yml's, edited by hand.
     assert [p for p in ci_support.drift(root, PINNING) if not p.startswith("not in skip_render")] == []
-    environment = ci_support.smithy_jinja_environment(root)
+    environment = smithy_templates.smithy_jinja_environment(root)
     assert environment.get_template("build_steps.sh.tmpl").render() == script.read_text()
     assert environment.get_template("circle.yml.tmpl").render() == "version: 2\n"
-    command = [sys.executable, "-m", "feedstock_tools", "render-ci", "--check", "--root", str(root)]
+    command = [
+        sys.executable,
+        "-m",
+        "feedstock_tools",
+        "render-ci",
+        "--check",
+        "--root",
+        str(root),
+        "--pinning",
+        str(PINNING),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     assert result.returncode == 1
     assert result.stderr.strip() == (
@@ -232,10 +256,10 @@ def test_a_missing_smithy_rendered_file_is_a_one_line_error(tmp_path: Path) -> N
 
 
 def test_readme_skip_is_the_exact_entry() -> None:
-    settings = ci_support.read_forge_settings(REPO / "conda-forge.yml")
+    settings = forge_config.read_forge_settings(REPO / "conda-forge.yml")
     without_readme = [entry for entry in settings.raw["skip_render"] if entry != "README.md"]
-    changed = ci_support.ForgeSettings(**{**settings.__dict__, "raw": {"skip_render": without_readme}})
-    assert ci_support.skip_render_gaps(changed) == ["README.md", ".github/CODEOWNERS"]
+    changed = forge_config.ForgeSettings(**{**settings.__dict__, "raw": {"skip_render": without_readme}})
+    assert smithy_templates.skip_render_gaps(changed) == ["README.md", ".github/CODEOWNERS"]
 
 
 # --- conda-build's variant algebra ------------------------------------------------------------------------
@@ -330,12 +354,18 @@ def test_migrations_apply_in_timestamp_order() -> None:
         ("    - python >=3.10", set()),
         ('{% set tools = ["python >=3.10"] %}', {"python"}),
         ('{% set x = "python_min" %}', {"python_min"}),
-        ('{% if python_min != "" %}', {"python_min"}),
+        # conda-build's {% if %} pattern matches a key anywhere after "if", inside a longer name too
+        ('{% if python_min != "" %}', {"python", "python_min"}),
+        ('{% if cuda_compiler_version != "None" %}', {"cuda_compiler"}),
         ("{% for v in python %}", {"python"}),
+        ("{%- if python %}", set()),
     ],
 )
 def test_used_variable_scan(text: str, found: set[str]) -> None:
-    assert set(used_vars.find_used_in_text(("python", "python_min"), text)) == found
+    # Expected sets: what conda-build 26.7.1's find_used_variables_in_text returns for the same text
+    # and keys (run on this machine, docs/ci.md "Checked against the real tools").
+    keys = ("python", "python_min", "cuda_compiler")
+    assert set(used_vars.find_used_in_text(keys, text)) == found
 
 
 def test_compiler_and_stdlib_calls_use_their_keys() -> None:
@@ -398,8 +428,11 @@ def test_config_name_and_short_name() -> None:
     assert name == "linux_64_bx_y_"
     long_name = "linux_64_" + "x" * 60
     short = ci_support.short_config_name(long_name)
-    assert len(short) == 35 + 2 + 10 and short.startswith(long_name[:35] + "_h")
+    # conda-smithy 2026.8.5 dump_subspace_config_files: 40 characters, "_h", 8 hex digits of the SHA-256
+    assert short == long_name[:40] + "_h" + hashlib.sha256(long_name.encode()).hexdigest()[:8]
     assert ci_support.short_config_name(name) == name
+    # characters not legal in paths everywhere are dropped from the name
+    assert ci_support.config_name("linux_64", {"b": ["<1,2>|a/b"]}, {"b"}) == "linux_64_b12ab"
 
 
 def test_dump_sorts_keys_quotes_numbers_and_orders_pins(rendered: list[ci_support.CiConfig]) -> None:
@@ -437,3 +470,44 @@ def test_break_up_splits_on_top_level_keys_and_keeps_the_rest_as_lists() -> None
     for config in configs:
         assert config["python"] == ["3.10.* *_cpython", "3.11.* *_cpython"]
         assert config["zip_keys"] == [["c_compiler_version", "cuda_compiler_version"]]
+
+
+# --- where the pinning is found -----------------------------------------------------------------------------
+
+
+def test_pinning_is_found_where_conda_smithy_keeps_it(tmp_path: Path) -> None:
+    cache, prefix, named = tmp_path / "cache", tmp_path / "prefix", tmp_path / "named"
+    for directory in (cache / "conda-smithy", prefix, named):
+        directory.mkdir(parents=True)
+        (directory / "conda_build_config.yaml").write_text("python:\n- 3.12\n")
+    environ = {"XDG_CACHE_HOME": str(cache), "CONDA_PREFIX": str(prefix)}
+    assert locate_pinning(None, environ) == cache / "conda-smithy"
+    (cache / "conda-smithy" / "conda_build_config.yaml").unlink()
+    assert locate_pinning(None, environ) == prefix
+    assert locate_pinning(None, {**environ, "CONDA_FORGE_PINNING": str(named)}) == named
+    assert locate_pinning(named, {}) == named
+
+
+@pytest.mark.parametrize(
+    ("explicit", "environ", "message"),
+    [
+        (None, {"XDG_CACHE_HOME": "/nonexistent"}, "pinning not found .* pass --pinning DIR, set"),
+        (
+            None,
+            {"CONDA_FORGE_PINNING": "/nonexistent"},
+            "CONDA_FORGE_PINNING=/nonexistent: no conda_build_config",
+        ),
+        (Path("/nonexistent"), {}, "--pinning /nonexistent: no conda_build_config.yaml there"),
+    ],
+)
+def test_missing_pinning_names_the_fix(explicit: Path | None, environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ToolError, match=message):
+        locate_pinning(explicit, environ)
+
+
+def test_cli_without_a_pinning_is_a_one_line_error(tmp_path: Path) -> None:
+    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "feedstock_tools", "render-ci", "--check"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environ, check=False)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "pass --pinning DIR" in result.stderr

@@ -119,7 +119,12 @@ def test_cuda_only_files_have_their_own_rules(trees) -> None:
 
 def test_an_unplaced_file_is_one_line_and_leaves_nothing(listed: list[ListedFile], tmp_path: Path) -> None:
     unknown = ListedFile(0o755, 0, "torch/lib/libtorch_cuda_future.so")
-    libraries = [f for f in listed if f.path.startswith("torch/lib/")]  # the error needs no more
+    # the libraries, and what makes a zip a torch wheel for wheel-layout: the error needs no more
+    libraries = [
+        f
+        for f in listed
+        if f.path.startswith("torch/lib/") or f.path == "torch/__init__.py" or f.path.endswith("/METADATA")
+    ]
     wheel = write_skeleton_wheel([*libraries, unknown], tmp_path)
     work = tmp_path / "work"
     with pytest.raises(ToolError, match=r"libtorch_cuda_future\.so: add a rule for it to recipe/megabuild"):

@@ -13,10 +13,12 @@ import pytest
 import yaml
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.deps import DEFAULT_PINNING, DEFAULT_RECIPE, Table, build_table, render_markdown
+from feedstock_tools.deps import DEFAULT_RECIPE, Table, build_table, render_markdown
 from feedstock_tools.upstream_versions import normalise_name, parse_requirement
 from feedstock_tools.version_compare import satisfies, values_agree
 
+# This project's copy of conda-forge's pinning, named explicitly (deps looks elsewhere by default).
+DEFAULT_PINNING = Path(__file__).resolve().parents[2] / "shared" / "data" / "conda-forge-pinning"
 TORCH_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 # The header of PyPI's CUDA build of torch 2.13.0 (its PEP 658 METADATA file, long description dropped).
 CUDA_WHEEL_METADATA = (

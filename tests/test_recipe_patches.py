@@ -5,16 +5,21 @@ from __future__ import annotations
 import re
 import subprocess
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from patch_preimages import PREIMAGES
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 PATCHES = sorted((RECIPE / "patches").glob("*.patch"))
 CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 PREIMAGE = Path(__file__).resolve().parent / "patch_fixtures" / "pytorch-2.13.0-preimage.txt"
-# Patches whose every hunk has verbatim 2.13.0 context in the fixture (the others say why not).
-VERIFIED = {"0001", "0002", "0003", "0015"}
+# A hunk whose 2.13.0 text is not at hand is named in its patch's header, with the reason, as
+# "not verified: <path>@<first line of the hunk> (<why>)"; every other hunk must apply strictly to the 2.13.0
+# lines of the fixture and of tests/patch_preimages.py.
+NOT_VERIFIED = re.compile(r"not verified: (\S+)@(\d+) \(([^)]+)\)")
+HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
 
@@ -44,7 +49,7 @@ def new_file_text(patch: Path, path: str) -> str:
 
 
 def test_there_are_patches_and_meta_yaml_lists_each_with_a_comment():
-    assert len(PATCHES) >= 6
+    assert PATCHES
     lines = (RECIPE / "meta.yaml").read_text().splitlines()
     listed = [(i, line) for i, line in enumerate(lines) if re.match(r"\s+- patches/", line)]
     assert sorted(line.split("patches/")[1].split()[0] for _, line in listed) == [p.name for p in PATCHES]
@@ -57,9 +62,9 @@ def test_patch_is_format_patch_style_with_a_header(patch):
     text = patch.read_text()
     assert text.startswith("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n")
     number = int(patch_id(patch))
-    # numbers are ranges per owner (0010-0014 macOS/cross, 0015-0019 CUDA paths), so N/M with N <= M
-    subject = re.search(r"^Subject: \[PATCH (\d+)/(\d+)\] ", text, re.M)
-    assert subject and int(subject.group(1)) == number <= int(subject.group(2))
+    # numbered within the series; the series has gaps (0010-0014 are the platform patches' range)
+    series = re.search(rf"^Subject: \[PATCH {number}/(\d+)\] ", text, re.M)
+    assert series and number <= int(series.group(1)) <= max(map(int, map(patch_id, PATCHES)))
     message = text.split("\n---\n", 1)[0]
     for field in HEADER_FIELDS:
         assert re.search(rf"^{re.escape(field)} \S", message, re.M), f"{patch.name}: no '{field}'"
@@ -194,7 +199,8 @@ def test_aten_config_of_patch_0002_finds_headers_in_the_installed_prefix(tmp_pat
 
 
 def preimage_tree(destination: Path) -> list[str]:
-    """The fixture's 2.13.0 lines written at their line numbers (other lines: unique filler); the paths."""
+    """The 2.13.0 lines of the fixture and of tests/patch_preimages.py written at their line numbers (other
+    lines: unique filler); the paths. Where both sources hold a line, they must agree."""
     files: dict[str, dict[int, str]] = {}
     current: dict[int, str] = {}
     number = 0
@@ -209,6 +215,11 @@ def preimage_tree(destination: Path) -> list[str]:
             continue  # the fixture's own header
         current[number] = line
         number += 1
+    for path, excerpts in PREIMAGES.items():
+        lines = files.setdefault(path, {})
+        for start, text in excerpts.items():
+            for number, line in enumerate(text.splitlines(), start):
+                assert lines.setdefault(number, line) == line, f"two different 2.13.0 lines {path}:{number}"
     for path, lines in files.items():
         target = destination / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -235,15 +246,116 @@ def test_the_fixture_holds_the_2_13_0_lines_of_the_wheel(tmp_path):
     assert len(kept) > 30 and all(fixture[n] == real[n] for n in kept)
 
 
-@pytest.mark.parametrize("patch", [p for p in PATCHES if patch_id(p) in VERIFIED], ids=patch_id)
-def test_verified_patches_apply_strictly_at_their_line_numbers_to_the_2_13_0_lines(patch, tmp_path):
+@dataclass
+class Hunk:
+    old_start: int
+    new_start: int
+    lines: list[str]  # the lines after the "@@" line
+
+    @property
+    def delta(self) -> int:
+        """Lines the hunk adds minus lines it removes."""
+        return sum(line[0] == "+" for line in self.lines) - sum(line[0] == "-" for line in self.lines)
+
+
+@dataclass
+class FileDiff:
+    path: str
+    header: list[str]  # "diff --git" to "+++"
+    hunks: list[Hunk]
+
+
+def file_diffs(patch: Path) -> list[FileDiff]:
+    """The patch's diff, file by file and hunk by hunk (hunk lengths taken from the "@@" lines)."""
+    lines = patch.read_text().split("\n---\n", 1)[1].splitlines(keepends=True)
+    diffs: list[FileDiff] = []
+    index = 0
+    while index < len(lines):
+        if not lines[index].startswith("diff --git "):
+            index += 1
+            continue
+        diff = FileDiff(lines[index].split()[3].removeprefix("b/"), [], [])
+        while not lines[index].startswith("@@"):
+            diff.header.append(lines[index])
+            index += 1
+        while index < len(lines) and lines[index].startswith("@@"):
+            match = HUNK_HEADER.match(lines[index])
+            assert match, f"{patch.name}: bad hunk header {lines[index]!r}"
+            old, new = int(match[2] or 1), int(match[4] or 1)
+            hunk = Hunk(int(match[1]), int(match[3]), [])
+            index += 1
+            while old or new:
+                line = lines[index]
+                hunk.lines.append(line)
+                index += 1
+                old -= line[0] in " -"
+                new -= line[0] in " +"
+            diff.hunks.append(hunk)
+        diffs.append(diff)
+    return diffs
+
+
+def not_verified(patch: Path) -> dict[tuple[str, int], str]:
+    """The header's "not verified: <path>@<line> (<why>)" entries: (path, line) -> why."""
+    message = " ".join(patch.read_text().split("\n---\n", 1)[0].split())
+    return {(path, int(line)): why for path, line, why in NOT_VERIFIED.findall(message)}
+
+
+def verified_patch_text(patch: Path) -> str:
+    """The patch with only the hunks its header does not call unverified (new-side numbers recomputed)."""
+    skipped = not_verified(patch)
+    text = ""
+    for diff in file_diffs(patch):
+        kept = [hunk for hunk in diff.hunks if (diff.path, hunk.old_start) not in skipped]
+        if not kept:
+            continue
+        text += "".join(diff.header)
+        delta = 0
+        for hunk in kept:
+            old = sum(line[0] in " -" for line in hunk.lines)
+            new = sum(line[0] in " +" for line in hunk.lines)
+            new_start = hunk.old_start + delta if hunk.old_start else 1  # 1: a new file's
+            text += f"@@ -{hunk.old_start},{old} +{new_start},{new} @@\n"
+            text += "".join(hunk.lines)
+            delta += hunk.delta
+    return text
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
+def test_hunk_headers_number_the_new_side_after_the_earlier_hunks(patch):
+    """GNU patch and git apply look for a hunk from its new-side line: it must follow the earlier hunks."""
+    for diff in file_diffs(patch):
+        delta = 0
+        for hunk in diff.hunks:
+            if hunk.old_start:
+                assert hunk.new_start == hunk.old_start + delta, f"{patch.name}: {diff.path}@{hunk.old_start}"
+            delta += hunk.delta
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
+def test_unverified_hunks_are_named_with_the_reason(patch):
+    """Each "not verified:" entry names a hunk of the patch (by its first line), and the header says it."""
+    hunks = {(diff.path, hunk.old_start) for diff in file_diffs(patch) for hunk in diff.hunks}
+    entries = not_verified(patch)
+    assert set(entries) <= hunks, f"{patch.name}: no such hunk {set(entries) - hunks}"
+    if entries:
+        assert "Not verified against 2.13.0" in patch.read_text().split("\n---\n", 1)[0], patch.name
+
+
+@pytest.mark.parametrize(
+    "patch", [p for p in PATCHES if verified_patch_text(p)], ids=patch_id
+)  # fmt: skip
+def test_verified_hunks_apply_strictly_at_their_line_numbers_to_the_2_13_0_lines(patch, tmp_path):
     """git apply (no fuzz) at the exact line numbers the hunks name: no offset, no missing context."""
     paths = preimage_tree(tmp_path)
-    touched = [path for _, _, path in numstat(patch)]
+    verified = tmp_path / "verified.patch"
+    verified.write_text(verified_patch_text(patch))
+    touched = [diff.path for diff in file_diffs(patch) if diff.hunks[0].old_start]  # not new files
+    touched = [path for _, _, path in numstat(verified) if path in touched]
     assert set(touched) <= set(paths), f"{patch.name}: no 2.13.0 lines for {set(touched) - set(paths)}"
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     applied = subprocess.run(
-        ["git", "apply", "--check", "-v", str(patch)],
+        ["git", "apply", "--check", "-v", str(verified)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -251,13 +363,6 @@ def test_verified_patches_apply_strictly_at_their_line_numbers_to_the_2_13_0_lin
     )
     assert applied.returncode == 0, applied.stderr
     assert "offset" not in applied.stderr, applied.stderr
-
-
-def test_unverified_patches_say_so():
-    for patch in PATCHES:
-        if patch_id(patch) not in VERIFIED:
-            header = " ".join(patch.read_text().split("\n---\n", 1)[0].split())
-            assert "ot verified against 2.13.0" in header, patch.name
 
 
 @pytest.mark.wheel

@@ -8,6 +8,7 @@ import pytest
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.errors import ToolError
+from feedstock_tools.first_pass import render_first_pass
 from feedstock_tools.recipe_render import (
     apply_pin_expressions,
     expand_variants,
@@ -224,3 +225,68 @@ def test_numbers_in_the_recipe_stay_strings_as_in_conda_build(toy_recipe):
     recipe = render_recipe(toy_recipe, TOY_CONFIG)
     assert {output.version for output in recipe.outputs} == {"1.10"}  # not 1.1
     assert recipe.outputs[0].run_exports == ("libtoy >=1.10,<1.11.0a0",)
+
+
+def test_pkg_buildnum_in_an_output_is_the_top_levels(toy_recipe):
+    """conda-build's final render of an output sees the top level's PKG_BUILDNUM (render.py
+    finalize_metadata), so an output with a number of its own must compute its string in Jinja."""
+    meta = toy_recipe / "meta.yaml"
+    meta.write_text(
+        meta.read_text().replace(
+            "    build:\n      string: {{ blas_impl }}",
+            "    build:\n      number: 54\n      string: {{ blas_impl }}",
+            1,
+        )
+    )
+    libtoy = render_recipe(toy_recipe, TOY_CONFIG).outputs[0]
+    assert libtoy.build_number == 54
+    assert libtoy.build_string.endswith("_4")
+
+
+# --- conda-build's first pass: the recipe before any variant is known -------------------------------------
+
+REPO_RECIPE = Path(__file__).resolve().parents[1] / "recipe"
+
+
+@pytest.mark.parametrize("subdir", ["linux-64", "linux-aarch64", "osx-64", "osx-arm64"])
+def test_the_recipe_renders_without_a_variant(subdir):
+    """What `conda render recipe`, conda-smithy's rerender and its linter do first: every key undefined."""
+    data = render_first_pass(REPO_RECIPE, subdir)
+    assert data["package"]["name"] == "libtorch-split"
+    assert [output["name"] for output in data["outputs"]][:3] == [
+        "libtorch",
+        "libtorch-cuda-linalg",
+        "pytorch",
+    ]
+
+
+def test_a_method_call_on_a_variant_key_fails_the_first_pass_as_in_conda_build(tmp_path):
+    """conda-build's undefined value returns None for any attribute: `.replace(...)` calls None."""
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "meta.yaml").write_text(
+        '{% set flavour = "cuda" ~ cuda_compiler_version.replace(".", "") %}\n'
+        "package:\n  name: toy\n  version: 1\n"
+    )
+    with pytest.raises(ToolError, match=r"meta.yaml line 1: TypeError: 'NoneType' object is not callable"):
+        render_first_pass(recipe, "linux-64")
+    # the filter form renders the undefined value as ""
+    (recipe / "meta.yaml").write_text(
+        '{% set flavour = "cuda" ~ (cuda_compiler_version | replace(".", "")) %}\n'
+        "package:\n  name: toy{{ flavour }}\n  version: 1\n"
+    )
+    assert render_first_pass(recipe, "linux-64")["package"]["name"] == "toycuda"
+
+
+def test_undefined_values_behave_like_conda_builds_never_fail_undefined(tmp_path):
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "meta.yaml").write_text(
+        'package:\n  name: "{{ x != "None" }}-{{ x == "None" }}-{{ x + 1 }}-{{ (x | int) + 1 }}-{{ x[0] }}"\n'
+    )
+    assert render_first_pass(recipe, "linux-64")["package"]["name"] == "True-False--1-"
+
+
+def test_cli_renders_the_first_pass_without_a_config(capsys):
+    assert main(["render", "--recipe", str(REPO_RECIPE)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("libtorch  (first pass")

@@ -42,12 +42,10 @@ def test_pytorch_checks_complex_dot_and_the_built_in_features(configuration: Con
     for pytorch in outputs(configuration, "pytorch"):
         commands = pytorch.test["commands"]
         (features,) = [c for c in commands if c.startswith("python tests/check_build_features.py")]
-        required = set(features.split("--require")[1].split()) if "--require" in features else set()
-        expected = set()
+        required = set(features.split("--require")[1].split())
+        expected = {"distributed"}
         if configuration.subdir != "osx-arm64":
             expected.add("onednn")
-        if configuration.subdir.startswith("linux"):
-            expected.add("distributed")
         if configuration.is_cuda:
             expected |= {"cudnn", "nccl"}
         assert required == expected

@@ -140,7 +140,12 @@ def test_unknown_config_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) 
     assert "\n" not in error
 
 
-def test_osx_configurations_are_refused() -> None:
-    config = _first("osx_*.yaml")
-    with pytest.raises(ToolError, match="targets osx"):
-        Rehearsal(config, work_root=Path(os.devnull))
+def test_osx_configurations_are_simulated_and_windows_is_refused() -> None:
+    from feedstock_tools.rehearsal.target import target_for
+
+    rehearsal = Rehearsal(_first("osx_*.yaml"), work_root=Path(os.devnull))
+    assert rehearsal.target.macos and rehearsal.target.shlib_ext == ".dylib"
+    with pytest.raises(
+        ToolError, match=r"target_platform win-64 cannot be rehearsed .*Windows is not supported"
+    ):
+        target_for("win-64")

@@ -104,10 +104,13 @@ def run(args: argparse.Namespace) -> int:
         fresh_work_dir=args.fresh_work_dir,
     )
     print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
-    local = harness.local_subdir()
-    target = rehearsal.steps[0].variant.get("target_platform", local)
-    if target != local:
-        print(f"   target_platform {target} is rehearsed with this machine's compilers ({local})")
+    target = rehearsal.target
+    if target.subdir != harness.local_subdir():
+        print(
+            f"   target_platform {target.subdir} (built on {target.build_subdir}"
+            f"{', cross-compiled' if target.cross else ''}) is simulated on this machine: SHLIB_EXT "
+            f"{target.shlib_ext}, {target.soabi_tail} Python, this machine's compilers (docs/rehearsal.md)"
+        )
     phases: dict[str, float] = {"render of recipe/meta.yaml": time.monotonic() - started}
     with timed(phases, "setup (work directory, venv templates)"):
         rehearsal.prepare()

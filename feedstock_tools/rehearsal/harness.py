@@ -23,8 +23,10 @@ from pathlib import Path
 
 from feedstock_tools.errors import ToolError
 from feedstock_tools.rehearsal import ninja_log, prefixes, relocation
-from feedstock_tools.rehearsal.activation import compiler_activation
+from feedstock_tools.rehearsal import target as targets
+from feedstock_tools.rehearsal.activation import DARWIN_ONLY_FLAGS, clang_activation, compiler_activation
 from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps, work_name
+from feedstock_tools.run_lock import RunLock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
@@ -149,6 +151,7 @@ class Rehearsal:
     # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
     cache_root: Path | None = None
     steps: list[Step] = field(init=False)
+    target: targets.Target = field(init=False)
     skipped: list[Step] = field(init=False, default_factory=list)
     results: list[StepResult] = field(init=False, default_factory=list)
     remover: prefixes.BackgroundRemover = field(init=False)
@@ -165,12 +168,11 @@ class Rehearsal:
         self.steps = plan_steps(self.config_path, self.recipe_dir)
         if self.reverse_variants:
             self.steps = reversed_variants(self.steps)
-        target = self.steps[0].variant.get("target_platform", local_subdir())
-        if target.split("-")[0] != local_subdir().split("-")[0]:
+        if local_subdir() != targets.NATIVE:
             raise ToolError(
-                f"{self.config_path.name} targets {target}; the stand-in builds with this machine's "
-                f"compilers, so rehearse a {local_subdir().split('-')[0]} configuration here"
+                f"the rehearsal simulates every target on {targets.NATIVE}; this machine is {local_subdir()}"
             )
+        self.target = targets.target_for(self.steps[0].variant.get("target_platform", targets.NATIVE))
 
     # ---- layout ------------------------------------------------------------------------------------------
     @cached_property
@@ -180,6 +182,10 @@ class Rehearsal:
     @property
     def dir(self) -> Path:
         return self.work_root / self.name
+
+    @cached_property
+    def lock(self) -> RunLock:
+        return RunLock(self.work_root / f".{self.name}.lock", f"rehearsal work directory {self.dir}")
 
     @property
     def src_dir(self) -> Path:
@@ -215,13 +221,19 @@ class Rehearsal:
 
     # ---- preparation -------------------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python."""
+        """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python.
+
+        Locks the work directory first (held until the process ends): a second rehearsal of the same
+        configuration in the same --work-dir would delete this one's tree mid-build."""
+        self.lock.acquire()
         self.remover.discard(self.dir)
         self.logs_dir.mkdir(parents=True)
         self.packages_dir.mkdir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         shutil.copytree(self.standin, self.src_dir, ignore=_ignore_build_products(self.standin))
         prefixes.link_tree(prefixes.build_prefix_template(self.cache_dir), self.build_prefix)
+        if self.target.macos:
+            targets.write_darwin_toolchain(self.build_prefix, self.target, DARWIN_ONLY_FLAGS)
         available: list[Step] = []
         for step in self.steps:
             if prefixes.find_interpreter(step.python) is None:
@@ -243,8 +255,8 @@ class Rehearsal:
     def environment(self, step: Step) -> dict[str, str]:
         """What conda-build exports to a build script, with the compiler packages' activation."""
         env = {key: os.environ[key] for key in (*INHERITED, *CALLER_KNOBS) if key in os.environ}
-        build_subdir = local_subdir()
-        target_subdir = step.variant.get("target_platform", build_subdir)
+        build_subdir = self.target.build_subdir
+        target_subdir = self.target.subdir
         py = step.python
         env.update(
             {
@@ -267,11 +279,11 @@ class Rehearsal:
                 "SP_DIR": str(self.prefix / "lib" / f"python{py}" / "site-packages"),
                 "STDLIB_DIR": str(self.prefix / "lib" / f"python{py}"),
                 "CPU_COUNT": str(os.cpu_count() or 1),
-                "SHLIB_EXT": ".so",
+                "SHLIB_EXT": self.target.shlib_ext,
                 "target_platform": target_subdir,
                 "build_platform": build_subdir,
                 "SUBDIR": target_subdir,
-                "ARCH": "64",
+                "ARCH": target_subdir.split("-")[1],
                 # conda-build's documented value on Unix; upstream's setup.py obeys it
                 "CMAKE_GENERATOR": "Unix Makefiles",
                 "PATH": os.pathsep.join(
@@ -282,21 +294,30 @@ class Rehearsal:
         for key, value in step.variant.items():
             if isinstance(value, str):
                 env[key] = value
-        if target_subdir != build_subdir:
-            env["CONDA_BUILD_CROSS_COMPILATION"] = (
-                "1"  # conda-build's flag; the stand-in still builds natively
+        if self.target.cross:
+            # the compiler activations' flag (ctng 52080ff, clang 9fc6346 activate-*.sh)
+            env["CONDA_BUILD_CROSS_COMPILATION"] = "1"
+        common = {
+            "prefix": self.prefix,
+            "build_prefix": self.build_prefix,
+            "src_dir": self.src_dir,
+            "pkg_name": step.name,
+            "pkg_version": step.version,
+            "target_platform": target_subdir,
+            "build_platform": build_subdir,
+        }
+        if self.target.macos:
+            env.update(
+                clang_activation(
+                    **common,
+                    deployment_target=step.variant.get("MACOSX_DEPLOYMENT_TARGET", "12.0"),
+                    triplet=self.target.triplet,
+                    build_triplet=targets.TARGETS[build_subdir].triplet,
+                    rules_override=self.build_prefix / "share" / "rehearsal" / "darwin-naming.cmake",
+                )
             )
-        env.update(
-            compiler_activation(
-                prefix=self.prefix,
-                build_prefix=self.build_prefix,
-                src_dir=self.src_dir,
-                pkg_name=step.name,
-                pkg_version=step.version,
-                target_platform=target_subdir,
-                build_platform=build_subdir,
-            )
-        )
+        else:
+            env.update(compiler_activation(**common))
         return env
 
     def provision_host(self, step: Step) -> None:
@@ -308,6 +329,7 @@ class Rehearsal:
                 self.cache_dir, step.python, self.setup_log, prefixes.pip_requirements(step.host)
             )
             prefixes.link_tree(template, self.prefix)
+            self.target_python(step, template)
         else:
             self.prefix.mkdir(parents=True)
         (self.prefix / "conda-meta").mkdir(exist_ok=True)
@@ -321,6 +343,25 @@ class Rehearsal:
                 magma = magma or brings_libmagma(installed.step)
         if magma:
             self.install_magma(self.prefix)
+
+    def target_python(self, step: Step, template: Path) -> None:
+        """The host prefix's Python as the target's (target.py): on a cross build a binary this machine
+        cannot run, replaced by cross-python's shim when the step's build requirements have cross-python."""
+        if self.target.subdir == targets.NATIVE:
+            return
+        targets.make_target_interpreter(self.prefix, step.python, self.target)
+        if not self.target.cross:
+            return
+        targets.replace_interpreter(self.prefix, step.python, self.target.foreign_header)
+        interpreter = prefixes.find_interpreter(step.python)
+        assert interpreter is not None  # prepare() skipped the steps without one
+        targets.write_python_config(self.prefix, step.python, self.target, interpreter)
+        if f"cross-python_{self.target.subdir}" in step.build_names():
+            build_venv = self.build_prefix / "venv"
+            self.remover.discard(build_venv)
+            prefixes.link_tree(template, build_venv)
+            targets.make_target_interpreter(build_venv, step.python, self.target)
+            targets.replace_interpreter(self.prefix, step.python, targets.cross_python_shim(build_venv))
 
     def run_dependencies(self, package: StepResult) -> list[StepResult]:
         """Sibling packages among ``package``'s run requirements, as the solver would pick them."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from feedstock_tools.errors import ToolError
+from feedstock_tools.path_safety import component
 
 TOP_LEVEL_NAME = "libtorch-split"
 
@@ -33,6 +34,7 @@ class Step:
     python: str  # "X.Y" of the host prefix's Python (the pass-1 Python when the host has none)
     host: Sequence[str] = field(default_factory=tuple)  # requirement specs, "name [version [build]]"
     run: Sequence[str] = field(default_factory=tuple)
+    build: Sequence[str] = field(default_factory=tuple)  # build requirements (cross-python_<target>, ...)
 
     @property
     def label(self) -> str:
@@ -50,6 +52,9 @@ class Step:
     def run_names(self) -> list[str]:
         return [spec.split()[0] for spec in self.run if spec.strip()]
 
+    def build_names(self) -> list[str]:
+        return [spec.split()[0] for spec in self.build if spec.strip()]
+
 
 def work_name(config_path: Path) -> str:
     """A short directory name for a configuration: ``linux-64_generic_cuda12.9``, ``linux-64_mkl_cpu``."""
@@ -60,7 +65,11 @@ def work_name(config_path: Path) -> str:
 
     cuda = first("cuda_compiler_version", "None")
     flavour = "cpu" if cuda == "None" else f"cuda{cuda}"
-    return f"{first('target_platform', 'linux-64')}_{first('blas_impl', 'generic')}_{flavour}"
+    # the rehearsal deletes and recreates this directory: a value such as '12.9/../../x' must not steer it
+    return component(
+        f"{first('target_platform', 'linux-64')}_{first('blas_impl', 'generic')}_{flavour}",
+        f"work directory name from {config_path.name} (target_platform, blas_impl, cuda_compiler_version)",
+    )
 
 
 def load_config(path: Path) -> dict[str, list[str]]:
@@ -94,9 +103,12 @@ def python_min(config: Mapping[str, Sequence[str]]) -> str:
 def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
     """All steps for one configuration, top-level first, then the outputs in conda-build's build order."""
     from feedstock_tools.recipe_render import render_recipe
+    from feedstock_tools.rehearsal.target import target_for
 
     config = load_config(config_path)
-    rendered = render_recipe(recipe_dir, config_path)
+    # conda-build renders on the machine that builds: osx-arm64's cross-python lines need osx-64 there
+    machine = target_for((config.get("target_platform") or ["linux-64"])[0]).build_subdir
+    rendered = render_recipe(recipe_dir, config_path, build_subdir=machine)
     if rendered.top_level is None:
         raise ToolError(f"the recipe skips {config_path.name} (build/skip is true); pick another config")
     pass1 = python_min(config)
@@ -114,6 +126,7 @@ def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
             has_script=True,
             python=_host_python(top.requirements.host, base["python"]) or pass1,
             host=tuple(top.requirements.host),
+            build=tuple(top.requirements.build),
         )
     ]
     for output in rendered.outputs:
@@ -129,6 +142,7 @@ def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
                 python=_host_python(output.requirements.host, variant["python"]) or pass1,
                 host=tuple(output.requirements.host),
                 run=tuple(output.requirements.run),
+                build=tuple(output.requirements.build),
             )
         )
     return steps

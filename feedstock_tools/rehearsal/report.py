@@ -11,6 +11,7 @@ from typing import Any
 
 from feedstock_tools.recipe_imports import import_megabuild
 from feedstock_tools.rehearsal import ninja_log, prefixes
+from feedstock_tools.rehearsal import target as targets
 from feedstock_tools.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
 from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME
 
@@ -189,6 +190,8 @@ class ImportCheck:
 def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels: list[str]) -> Path:
     """A venv of ``python`` plus the named packages (and libmagma when a MAGMA package is among them)."""
     prefixes.link_tree(prefixes.venv_template(rehearsal.cache_dir, python, rehearsal.setup_log), destination)
+    if rehearsal.target.subdir != targets.NATIVE:  # the target's interpreter runs the packages
+        targets.make_target_interpreter(destination, python, rehearsal.target)
     for label in labels:
         result = next(r for r in rehearsal.results if r.step.label == label)
         rehearsal.install_package(result, destination)

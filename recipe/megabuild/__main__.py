@@ -8,11 +8,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from megabuild import passes, report
+from megabuild import interrupt, passes, report
 from megabuild.conda_env import CondaBuild
-from megabuild.errors import MegabuildError
+from megabuild.errors import MegabuildError, os_error_line
 from megabuild.package_files import PACKAGES
-from megabuild.staging import UpstreamTrees, stage_package
+from megabuild.staging import SHLIB_EXTS, UpstreamTrees, stage_package
 
 DESCRIPTION = """\
 Build driver of the pytorch feedstock's megabuild: one compile of PyTorch per configuration, split into
@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--metadata-tree", type=Path, help="directory holding torch-<version>.dist-info")
     stage.add_argument("--prefix", type=Path, required=True)
     stage.add_argument("--sp-dir", type=Path, help="site-packages inside PREFIX (for pytorch)")
+    stage.add_argument(
+        "--shlib-ext",
+        choices=SHLIB_EXTS,
+        default=os.environ.get("SHLIB_EXT", ".so"),
+        help="how the trees name shared libraries: .so (linux) or .dylib (osx); default $SHLIB_EXT or .so",
+    )
     show = sub.add_parser("report", help="print the per-pass table of a build directory")
     show.add_argument("build_dir", type=Path, nargs="?", default=Path("build"))
     return parser
@@ -71,9 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    interrupt.install()
     try:
         if args.command == "stage":
-            trees = UpstreamTrees(args.install_tree, args.setuptools_tree, args.metadata_tree)
+            trees = UpstreamTrees(
+                args.install_tree, args.setuptools_tree, args.metadata_tree, shlib_ext=args.shlib_ext
+            )
             staged = stage_package(args.package, trees, args.prefix, args.sp_dir)
             print(f"staged {len(staged.files)} file(s) and {len(staged.links)} link(s) for {args.package}")
             return 0
@@ -86,8 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         build = CondaBuild.from_environ()
         passes.run(build, dict(os.environ), passes.Options(verbose=args.verbose, strict=args.strict))
         return 0
+    except interrupt.Interrupted as exc:
+        print(f"megabuild error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_status
     except MegabuildError as exc:
         print(f"megabuild error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except OSError as exc:  # a full, read-only or missing directory: the cause and the fix, not a traceback
+        print(f"megabuild error: {os_error_line(exc)}", file=sys.stderr, flush=True)
         return 1
 
 

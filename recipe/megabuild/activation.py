@@ -52,7 +52,8 @@ def scripts(arch_list: str) -> dict[str, str]:
 
 
 def write_activation_scripts(prefix: Path, arch_list: str) -> list[str]:
-    """Add the scripts to ``prefix`` (libtorch's package contents); all or nothing, never overwriting."""
+    """Add the scripts to ``prefix`` (libtorch's assembled package); all or nothing, never overwriting.
+    Returns their paths relative to ``prefix``."""
     written: list[Path] = []
     try:
         for relative, text in scripts(arch_list).items():
@@ -73,9 +74,3 @@ def write_activation_scripts(prefix: Path, arch_list: str) -> list[str]:
             target.unlink()
         raise
     return [str(path.relative_to(prefix)) for path in written]
-
-
-def remove(prefix: Path, written: list[str]) -> None:
-    """Take back what :func:`write_activation_scripts` wrote (its return value)."""
-    for relative in written:
-        (prefix / relative).unlink(missing_ok=True)

@@ -91,7 +91,8 @@ class CMakeCache:
     def load(cls, path: os.PathLike[str] | str) -> CMakeCache:
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            # CMake writes paths as bytes; surrogateescape keeps any non-UTF-8 byte and writes it back
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
         except FileNotFoundError:
             raise CMakeCacheError(f"{path}: no CMake cache there: configure the build first") from None
         return cls.parse(text, path)
@@ -214,7 +215,7 @@ class CMakeCache:
             raise CMakeCacheError("no path to write the cache to: pass one to write()")
         fd, tmp_name = tempfile.mkstemp(prefix=".CMakeCache.", suffix=".tmp", dir=target.parent)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as handle:
                 handle.write(self.render())
             if target.exists():
                 os.chmod(tmp_name, target.stat().st_mode & 0o7777)

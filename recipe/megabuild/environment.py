@@ -78,10 +78,12 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     ldflags = caller.get("LDFLAGS", "")
     put(
         "LDFLAGS",
-        _strip_words(ldflags.replace("-Wl,-z,now", "-Wl,-z,lazy"), (r"-Wl,--as-needed",)),
+        _strip_words(
+            ldflags.replace("-Wl,-z,now", "-Wl,-z,lazy"), (r"-Wl,--as-needed", *DARWIN_LDFLAGS_DROPPED)
+        ),
         "lazy binding (-z,lazy instead of -z,now) so `import torch` works on machines without a GPU driver; "
         "no --as-needed, which would drop the NEEDED entries that are all libtorch.so and "
-        "libtorch_global_deps.so consist of",
+        "libtorch_global_deps.so consist of (nor its macOS twin -dead_strip_dylibs, see macos_and_cross)",
     )
     for flags in ("CPPFLAGS", "DEBUG_CFLAGS", "DEBUG_CXXFLAGS"):
         if flags in caller:
@@ -193,11 +195,71 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
             "FindMAGMA's hint; the same in every pass (only the MAGMA pass has libmagma-devel there, and "
             "only there is USE_MAGMA on)",
         )
+    out.extend(macos_and_cross_settings(build, caller))
     out += size_and_speed_settings(build)
     return out
 
 
-# ---- size and speed settings (conda-forge's 2.13.0 choices) ---------------------------------------------
+# ---- macOS and cross-compiled targets (issue 10) ----------------------------------------------------------
+# conda-forge's clang activation links with -Wl,-dead_strip_dylibs (LDFLAGS) and -dead_strip_dylibs
+# (LDFLAGS_LD) (clang-compiler-activation-feedstock 9fc6346, recipe/build.sh FINAL_LDFLAGS/FINAL_LDFLAGS_LD).
+# It drops every dylib no symbol is taken from at link time: MKL's sequential/core libraries on osx-64, and
+# `import torch` then fails with "Symbol not found: _mkl_blas_caxpy" (pytorch-cpu-feedstock 74dd3d46,
+# recipe/build.sh, which strips both). The words as they appear in LDFLAGS and in LDFLAGS_LD:
+DARWIN_LDFLAGS_DROPPED = (r"-Wl,-dead_strip_dylibs",)
+DARWIN_LDFLAGS_LD_DROPPED = (r"-dead_strip_dylibs",)
+
+
+def is_cross(build: CondaBuild) -> bool:
+    """The build machine is not the target (linux-aarch64 built on linux-64, osx-arm64 on osx-64)."""
+    return build.target_platform != build.build_platform
+
+
+def macos_and_cross_settings(build: CondaBuild, caller: Mapping[str, str]) -> list[Setting]:
+    """The settings only macOS or cross-compiled targets need; each from conda-forge's 2.13.0 recipe
+    (pytorch-cpu-feedstock 74dd3d46, recipe/build.sh) unless said otherwise."""
+    out: list[Setting] = []
+
+    def put(name: str, value: str, why: str) -> None:
+        out.append(Setting(name, value, why))
+
+    put(
+        "Python_ROOT_DIR",
+        str(build.prefix),
+        "FindPython's root hint: the host prefix's Python (the target's; cross-python's build-machine python "
+        "comes first on PATH when cross-compiling); the same path in every output",
+    )
+    if not build.target_platform.startswith("osx"):
+        return out
+    if "LDFLAGS_LD" in caller:
+        put(
+            "LDFLAGS_LD",
+            _strip_words(caller["LDFLAGS_LD"], DARWIN_LDFLAGS_LD_DROPPED),
+            "no -dead_strip_dylibs for direct linker calls either (see LDFLAGS)",
+        )
+    put(
+        "USE_DISTRIBUTED",
+        "ON",
+        "torch.distributed on macOS too (upstream's default is off there; gloo's libuv comes from the host "
+        "requirements); patch 0010 adds the include c10d needs under libc++",
+    )
+    put(
+        "USE_MPS",
+        "ON",
+        "the Metal backend (torch.backends.mps); needs the macOS >= 12.3 SDK: MACOSX_SDK_VERSION 14.5 in "
+        "recipe/conda_build_config.yaml; patch 0011 gives its Objective-C++ sources the CPU macros",
+    )
+    if build.target_platform == "osx-arm64":
+        put(
+            "USE_MKLDNN",
+            "OFF",
+            "oneDNN is left out on osx-arm64 as conda-forge does ('MKLDNN did not support Apple M1 at the "
+            "time support Apple M1 was added')",
+        )
+    return out
+
+
+# ---- size and speed settings (conda-forge's 2.13.0 choices) ----------------------------------------------
 # Evidence: conda-forge/pytorch-cpu-feedstock at 74dd3d46, recipe/build.sh lines 190-261 (its CUDA branch).
 # Their own block, so that platform and packaging changes elsewhere in this module merge cleanly.
 
@@ -369,7 +431,13 @@ def _find_root_with_source(words: list[str], src_dir: Path) -> list[str]:
 def _strip_cmake_args(cmake_args: str) -> list[str]:
     """conda-build's CMAKE_ARGS without the settings the upstream build must own."""
     owned = ("CMAKE_INSTALL_PREFIX", "CMAKE_BUILD_TYPE", "USE_MAGMA")
-    words = shlex.split(cmake_args)
+    try:
+        words = shlex.split(cmake_args)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise MegabuildError(
+            f"CMAKE_ARGS cannot be split into words ({exc}): balance its quotes (the variable is not shown, "
+            "it may hold secrets)"
+        ) from None
     return [
         w
         for w in words

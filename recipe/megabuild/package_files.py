@@ -12,13 +12,20 @@ The upstream build leaves its files in three trees:
   ``$SP_DIR``.
 * ``metadata``: the ``torch-<version>.dist-info`` directory ``setup.py dist_info`` writes; under ``$SP_DIR``.
 
+Shared libraries are written ``lib/libc10{shlib}``: ``{shlib}`` is the platform's library suffix as
+conda-build exports it in ``SHLIB_EXT``, with an optional version where that platform puts one: ``.so``,
+``.so.2``, ``.so.2.13.0`` on Linux (a versioned library and its links), ``.dylib``, ``.2.dylib`` on macOS
+(:func:`megabuild.staging.shlib_regex`). Python extension modules are ``.so`` on both
+(``_C.cpython-312-darwin.so``) and fall under the ``torch/**`` rule. So one table serves linux and macOS,
+and a library of the other platform's naming (a ``.so`` in a macOS tree) is unclaimed and stops the build.
+
 Every file of every tree must match exactly one rule: a file no rule claims, or that two rules claim, stops
 the build with its path (a new upstream file is a packaging decision, never an accident). Rules with package
 :data:`NOT_SHIPPED` are deliberate omissions, each with its reason.
 
 Layout (as conda-forge's pytorch packages have it): ``libtorch`` owns the C++ libraries, the headers of
 PyTorch itself and ``share/cmake``, so ``find_package(Torch)`` works from ``$PREFIX/share/cmake/Torch``.
-``pytorch`` owns ``$PREFIX/lib/libtorch_python.so`` and the Python packages; its
+``pytorch`` owns ``$PREFIX/lib/libtorch_python{shlib}`` and the Python packages; its
 ``site-packages/torch/{lib,include,share,bin}`` are relative symlinks to ``$PREFIX/{lib,include,share,bin}``
 (action ``link``), so ``torch/share/cmake/Torch`` computes its prefix as ``site-packages/torch`` and finds the
 very same libraries and headers, and ``torch/_C``'s ``$ORIGIN/lib`` RUNPATH reaches ``$PREFIX/lib``.
@@ -63,23 +70,26 @@ _THIRD_PARTY_HEADERS = (
     "shared ones (fmt, protobuf, pybind11, sleef, onednn, cpuinfo, ...) and shipping these would clobber them"
 )
 _LIBTORCH_LIBS = "PyTorch's C++ libraries; linked by the pytorch package and by C++ consumers"
+_NVRTC_SHIM = "CUDA builds: NVRTC shim, dlopened by libtorch_cuda"
 
 
 # fmt: off
 RULES: tuple[Rule, ...] = (
     # ---- install tree: libraries -----------------------------------------------------------------------
-    Rule("install", "lib/libc10.so", LIBTORCH, _LIBTORCH_LIBS),
-    Rule("install", "lib/libc10_cuda.so", LIBTORCH, _LIBTORCH_LIBS),
-    Rule("install", "lib/libtorch.so", LIBTORCH, _LIBTORCH_LIBS),
-    Rule("install", "lib/libtorch_cpu.so", LIBTORCH, _LIBTORCH_LIBS),
-    Rule("install", "lib/libtorch_cuda.so", LIBTORCH, _LIBTORCH_LIBS),
-    Rule("install", "lib/libtorch_global_deps.so", LIBTORCH, "preloaded RTLD_GLOBAL by torch/__init__.py"),
-    Rule("install", "lib/libcaffe2_nvrtc.so", LIBTORCH, "CUDA builds: NVRTC shim, dlopened by libtorch_cuda"),
-    Rule("install", "lib/libtorch_nvshmem.so", LIBTORCH, "CUDA builds with NVSHMEM"),
-    Rule("install", "lib/libshm.so", LIBTORCH, "shared-memory manager library, used by torch_shm_manager"),
-    Rule("install", "lib/libtorch_cuda_linalg.so", LIBTORCH_CUDA_LINALG,
+    Rule("install", "lib/libc10{shlib}", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libc10_cuda{shlib}", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch{shlib}", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch_cpu{shlib}", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch_cuda{shlib}", LIBTORCH, _LIBTORCH_LIBS),
+    Rule("install", "lib/libtorch_global_deps{shlib}", LIBTORCH,
+         "preloaded RTLD_GLOBAL by torch/__init__.py"),
+    Rule("install", "lib/libcaffe2_nvrtc{shlib}", LIBTORCH, _NVRTC_SHIM),
+    Rule("install", "lib/libtorch_nvshmem{shlib}", LIBTORCH, "CUDA builds with NVSHMEM"),
+    Rule("install", "lib/libshm{shlib}", LIBTORCH,
+         "shared-memory manager library, used by torch_shm_manager"),
+    Rule("install", "lib/libtorch_cuda_linalg{shlib}", LIBTORCH_CUDA_LINALG,
          "dlopened by bare name from libtorch_cpu's directory; the MAGMA and non-MAGMA builds are variants"),
-    Rule("install", "lib/libtorch_python.so", PYTORCH,
+    Rule("install", "lib/libtorch_python{shlib}", PYTORCH,
          "tied to one CPython minor version; lives in $PREFIX/lib so TorchConfig.cmake's torch_python works"),
     Rule("install", "lib/libshm/**", NOT_SHIPPED, "libshm's sources: upstream keeps them in torch/lib",
          action="drop"),
@@ -88,10 +98,10 @@ RULES: tuple[Rule, ...] = (
          "static archives of bundled dependencies; setup.py's package_data leaves them out", action="drop"),
     Rule("install", "lib/libgomp.so.1", NOT_SHIPPED,
          "wheel-only: bundled by auditwheel; conda-forge's OpenMP comes from its own package", action="drop"),
-    Rule("install", "lib/libtorchbind_test.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
-    Rule("install", "lib/libjitbackend_test.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
-    Rule("install", "lib/libbackend_with_compiler.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
-    Rule("install", "lib/libaoti_custom_ops.so", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "lib/libtorchbind_test{shlib}", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "lib/libjitbackend_test{shlib}", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "lib/libbackend_with_compiler{shlib}", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
+    Rule("install", "lib/libaoti_custom_ops{shlib}", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
     # ---- install tree: executables -----------------------------------------------------------------------
     Rule("install", "bin/torch_shm_manager", LIBTORCH, "torch.multiprocessing's file_system sharing"),
     Rule("install", "bin/protoc", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf has one",

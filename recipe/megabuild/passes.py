@@ -20,19 +20,28 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from megabuild import activation, environment, report
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
+from megabuild.cross import use_build_machine_protoc
 from megabuild.errors import MegabuildError
+from megabuild.interrupt import checkpoint, run_child
 from megabuild.log import say, step, warn
-from megabuild.ninja_log import PassWork, ran_between, read_log, target_of_object
+from megabuild.ninja_log import (
+    LogEntry,
+    PassWork,
+    check_ninja_writes_known_log,
+    ran_between,
+    read_log,
+    target_of_object,
+)
 from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH
 from megabuild.python_target import (
     PythonFacts,
@@ -43,12 +52,19 @@ from megabuild.python_target import (
     python_linked_targets,
     retarget,
 )
-from megabuild.staging import UpstreamTrees, files_by_package, stage_package
+from megabuild.staging import (
+    PreparedStage,
+    UpstreamTrees,
+    files_by_package,
+    prepare_stage,
+    require_extension_module,
+)
 
 TOP_LEVEL = "libtorch-split"
 STATE_FILE = "pass1.json"
 SAVED_CACHE = "CMakeCache.pass1.txt"
 SAVED_LINALG = "linalg-nomagma"  # an install-tree-shaped directory: lib/libtorch_cuda_linalg.so
+RETARGETED = "retargeted-python.json"  # the Python the last cache edit named (written before the edit)
 
 
 class PassFailed(MegabuildError):
@@ -66,6 +82,10 @@ class PassContext:
     build: CondaBuild
     env: dict[str, str]  # the upstream build's environment
     options: Options
+    # what to undo when the pass ends (the assembly of a package that was not moved in)
+    cleanup: ExitStack
+    # the package a pass assembled beside PREFIX: run() writes the report, then moves it in
+    pending_stage: PreparedStage | None = None
 
     @property
     def cache_path(self) -> Path:
@@ -74,6 +94,10 @@ class PassContext:
     @property
     def install_tree(self) -> Path:
         return self.build.src_dir / "torch"
+
+    def trees(self, install: Path | None = None, **python_trees: Path) -> UpstreamTrees:
+        """The upstream trees to stage from, named the way the target platform names libraries."""
+        return UpstreamTrees(install=install, shlib_ext=self.build.shlib_ext, **python_trees)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -93,14 +117,30 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
             f"unknown PKG_NAME {build.pkg_name!r}: the driver builds {', '.join(passes)}; give this output "
             "no script, or add its pass to recipe/megabuild/passes.py"
         )
+    _check_work_dir(build)
     env, settings = environment.upstream_environment(build, caller_env, options.verbose)
     say(f"PKG_NAME={build.pkg_name} SRC_DIR={build.src_dir} PREFIX={build.prefix}")
     for setting in settings:
         shown = "(removed)" if setting.value is None else setting.value
         say(f"  env {setting.name}={shown}  # {setting.why}")
-    context = PassContext(build, env, options)
-    record = chosen(context)
-    records = report.append(build.build_dir, record, fresh=build.pkg_name == TOP_LEVEL)
+    protobuf = use_build_machine_protoc(build)
+    if protobuf is not None:
+        say(f"cross-compiling: protobuf::protoc is {build.build_prefix}/bin/protoc (edited {protobuf})")
+    # Everything that can be checked is checked before the first edit or compile (MAX_JOBS above, in
+    # upstream_environment), so a pass that stops leaves a build directory the same command can run again on.
+    fresh = build.pkg_name == TOP_LEVEL
+    if not fresh:
+        report.load(build.build_dir)  # a corrupt report is an error now, not after the build
+    with ExitStack() as cleanup:
+        context = PassContext(build, env, options, cleanup)
+        record = chosen(context)
+        # The report first (atomic), the package last: a report that cannot be written stages nothing.
+        records = report.append(build.build_dir, record, fresh=fresh)
+        if context.pending_stage is not None:
+            context.pending_stage.commit()
+            say(
+                f"staged {record.staged_files} file(s) and link(s) for {context.pending_stage.staged.package}"
+            )
     say(f"per-pass work so far ({build.build_dir / report.REPORT_NAME}):")
     for line in report.table(records).splitlines():
         say(f"  {line}")
@@ -115,7 +155,10 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
     build = ctx.build
     python = _require_python(build, "the top-level build (libtorch-split)")
     started = time.monotonic()
-    work = _run_build(ctx, "pass 1 (libtorch-split)", [str(python), "setup.py", "build"])
+    # hours of compiling must not end in a log this driver cannot read: ask the ninja that will run first
+    check_ninja_writes_known_log(ctx.env)
+    before = _log_snapshot(ctx)
+    _run_command(ctx, "pass 1 (libtorch-split)", [str(python), "setup.py", "build"])
     cache = CMakeCache.load(ctx.cache_path)
     problems = _pass1_cache_problems(cache, build)
     if problems:
@@ -124,6 +167,8 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
         )
     with step("saving pass 1's results for the outputs"):
         _save_pass1_state(ctx, cache, probe(python))
+    # read only after the state is saved: a log problem found now cannot cost the compile
+    work = _work_since(ctx, before)
     return _record(name="1 libtorch-split", package=TOP_LEVEL, started=started, work=work, expected=None)
 
 
@@ -144,7 +189,7 @@ def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) 
     scratch = Path(tempfile.mkdtemp(prefix=".megabuild-state-", dir=state_dir.parent))
     try:
         shutil.copy2(ctx.cache_path, scratch / SAVED_CACHE)
-        grouped = files_by_package(UpstreamTrees(install=ctx.install_tree))
+        grouped = files_by_package(ctx.trees(ctx.install_tree))
         manifest = {p.path: _sha256(ctx.install_tree / p.path) for p in grouped[LIBTORCH]}
         for placement in grouped[LIBTORCH_CUDA_LINALG]:
             target = scratch / SAVED_LINALG / placement.path
@@ -152,7 +197,8 @@ def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) 
             shutil.copy2(ctx.install_tree / placement.path, target, follow_symlinks=False)
         state = {
             "guarded_options": guarded_values(cache),
-            "reconfigure_inputs": environment.reconfigure_inputs(ctx.env),
+            # digests, not values: the environment may hold secrets, and pass1.json is a build artifact
+            "reconfigure_inputs": _digests(environment.reconfigure_inputs(ctx.env)),
             "python": python.short,
             "libtorch_manifest": manifest,
         }
@@ -176,7 +222,15 @@ def load_pass1_state(build: CondaBuild) -> dict:
             f"no saved state of pass 1 in {build.state_dir}: output {build.pkg_name} reuses the work "
             "directory of the top-level build libtorch-split; build the whole recipe, not this output alone"
         )
-    return json.loads(path.read_text())
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or not {"guarded_options", "reconfigure_inputs"} <= set(state):
+            raise ValueError("not the state pass 1 writes")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MegabuildError(
+            f"{path} is unreadable ({exc}): rebuild from pass 1 (PKG_NAME=libtorch-split)"
+        ) from None
+    return state
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -197,17 +251,15 @@ def pass_stage_libtorch(ctx: PassContext) -> report.PassRecord:
             f"{len(changed)} libtorch file(s) changed since pass 1, first {ctx.install_tree / changed[0]}: "
             "a later pass rebuilt it (see build/megabuild-report.json); fix that pass before packaging"
         )
-    # CUDA: CF_TORCH_CUDA_ARCH_LIST for downstream builds (megabuild/activation.py); undone if staging fails
-    scripts = (
-        activation.write_activation_scripts(ctx.build.prefix, ctx.env["TORCH_CUDA_ARCH_LIST"])
-        if ctx.build.cuda_version
-        else []
-    )
-    try:
-        staged = _stage(ctx, LIBTORCH, UpstreamTrees(install=ctx.install_tree)) + len(scripts)
-    except BaseException:
-        activation.remove(ctx.build.prefix, scripts)
-        raise
+    staged = _stage(ctx, LIBTORCH, ctx.trees(ctx.install_tree))
+    if ctx.build.cuda_version and ctx.pending_stage is not None:
+        # CF_TORCH_CUDA_ARCH_LIST for downstream builds (megabuild/activation.py): written into the assembled
+        # package, so it moves into PREFIX with libtorch's files, all or nothing
+        scripts = activation.write_activation_scripts(
+            ctx.pending_stage.scratch, ctx.env["TORCH_CUDA_ARCH_LIST"]
+        )
+        ctx.pending_stage.staged.files.extend(scripts)
+        staged += len(scripts)
     return _record(
         name="2 libtorch", package=LIBTORCH, started=started, work=PassWork([], [], []), expected=[],
         staged=staged,
@@ -224,7 +276,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     state = load_pass1_state(build)
     started = time.monotonic()
     if variant == "nomagma":
-        staged = _stage(ctx, LIBTORCH_CUDA_LINALG, UpstreamTrees(install=build.state_dir / SAVED_LINALG))
+        staged = _stage(ctx, LIBTORCH_CUDA_LINALG, ctx.trees(build.state_dir / SAVED_LINALG))
         return _record(
             name="3 libtorch-cuda-linalg (nomagma)", package=LIBTORCH_CUDA_LINALG, started=started,
             work=PassWork([], [], []), expected=[], staged=staged,
@@ -235,15 +287,18 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
             "(recipe/conda_build_config.yaml)"
         )
     python = _require_python(build, "libtorch-cuda-linalg (its rebuild re-runs CMake's code generators)")
+    before = _log_snapshot(ctx)
+    target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
-    changes = retarget(cache, probe(python))
+    changes = retarget(cache, target, _retargeted_from(ctx, cache))
     changes += [c for c in [cache.set("USE_MAGMA", "ON")] if c is not None]
     _check_reconfigure_inputs(ctx, state)
-    _write_cache(cache, changes)
+    _write_cache(ctx, cache, changes, target)
     # Only the linalg target: the retarget above may have moved the cache to another Python than the last
     # pytorch pass built torch_python for; rebuilding torch_python here would be work no package uses.
     work = _run_build(
         ctx,
+        before,
         "MAGMA rebuild of torch_cuda_linalg",
         [
             "cmake",
@@ -266,7 +321,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     _check_guarded(after, state)
     name = "3 libtorch-cuda-linalg (magma)"
     unexpected = _check_work(ctx, name, work, ["torch_cuda_linalg"])
-    staged = _stage(ctx, LIBTORCH_CUDA_LINALG, UpstreamTrees(install=ctx.install_tree))
+    staged = _stage(ctx, LIBTORCH_CUDA_LINALG, ctx.trees(ctx.install_tree))
     return _record(
         name=name, package=LIBTORCH_CUDA_LINALG, started=started, work=work, expected=["torch_cuda_linalg"],
         unexpected=unexpected, changes=changes, staged=staged,
@@ -280,13 +335,16 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     if build.sp_dir is None:
         raise MegabuildError("SP_DIR is not set: pytorch needs python in its host requirements")
     started = time.monotonic()
+    before = _log_snapshot(ctx)
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
     _check_magma_present(cache)
-    changes = retarget(cache, target)
+    changes = retarget(cache, target, _retargeted_from(ctx, cache))
     _check_reconfigure_inputs(ctx, state)
-    _write_cache(cache, changes)
-    work = _run_build(ctx, f"pytorch build for Python {target.short}", [str(python), "setup.py", "build"])
+    _write_cache(ctx, cache, changes, target)
+    work = _run_build(
+        ctx, before, f"pytorch build for Python {target.short}", [str(python), "setup.py", "build"]
+    )
     after = CMakeCache.load(ctx.cache_path)
     check_retarget_kept(after, target, state["guarded_options"])
     _check_kept(after, changes)
@@ -304,7 +362,8 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     setuptools_tree = build.build_dir / target.setuptools_lib_dir
     if not setuptools_tree.is_dir():
         raise PassFailed(f"setup.py build left no {setuptools_tree}: check setuptools in the host of pytorch")
-    trees = UpstreamTrees(install=ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
+    require_extension_module(setuptools_tree, target.ext_suffix, target.short, ctx.install_tree)
+    trees = ctx.trees(ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
     name = f"4 pytorch (py{target.short})"
     expected = list(python_linked_targets(build.target_platform))
     unexpected = _check_work(ctx, name, work, expected)
@@ -331,6 +390,22 @@ def _require_python(build: CondaBuild, who: str) -> Path:
     return build.python
 
 
+def _check_work_dir(build: CondaBuild) -> None:
+    """SRC_DIR is where every command runs: its absence would read as a missing program."""
+    if not build.src_dir.is_dir():
+        raise MegabuildError(
+            f"SRC_DIR={build.src_dir} is not a directory: run the build through conda-build (or the "
+            "rehearsal harness), which unpacks the source there"
+        )
+
+
+def _digests(values: Mapping[str, str]) -> dict[str, str]:
+    return {
+        name: hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        for name, value in values.items()
+    }
+
+
 def _check_magma_present(cache: CMakeCache) -> None:
     """After the MAGMA pass the shared cache links torch_cuda_linalg to libmagma; every later build needs it.
 
@@ -351,23 +426,62 @@ def _check_magma_present(cache: CMakeCache) -> None:
         )
 
 
-def _write_cache(cache: CMakeCache, changes: list[CacheChange]) -> None:
+def _write_cache(
+    ctx: PassContext, cache: CMakeCache, changes: list[CacheChange], target: PythonFacts
+) -> None:
+    """Record which Python the edited cache names, then write it: CMake re-detects Python (dropping the
+    entries the old one is read from) only during the build, so a pass stopped before that must still know
+    what the cache spells, or every re-run would have to start from pass 1 (hours)."""
+    rendered = cache.render().encode("utf-8", "surrogateescape")
+    _write_json(
+        ctx.build.state_dir / RETARGETED,
+        {"python": asdict(target), "cache_sha256": hashlib.sha256(rendered).hexdigest()},
+    )
     say(f"CMakeCache.txt: {len(changes)} change(s)")
     for change in changes:
         say(f"  {change.describe()}")
     cache.write()
+    checkpoint("cache-written")
+
+
+def _retargeted_from(ctx: PassContext, cache: CMakeCache) -> PythonFacts | None:
+    """The Python an interrupted retarget left the cache spelling, when CMake has not re-detected it yet
+    (None: the cache's own FindPython entries tell)."""
+    path = ctx.build.state_dir / RETARGETED
+    if cache.get("_Python_INTERPRETER_PROPERTIES") or not path.exists():
+        return None
+    written = json.loads(path.read_text(encoding="utf-8"))
+    current = hashlib.sha256(cache.render().encode("utf-8", "surrogateescape")).hexdigest()
+    if written["cache_sha256"] != current:
+        return None  # changed since our edit by someone else than CMake: facts_from_cache says what is wrong
+    data = written["python"]
+    data["version"] = tuple(data["version"])
+    say(f"the cache still names Python {'.'.join(map(str, data['version']))} from an interrupted pass")
+    return PythonFacts(**data)
+
+
+def _write_json(path: Path, data: object) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _check_reconfigure_inputs(ctx: PassContext, state: dict) -> None:
     """The reconfigure that our cache edit triggers must see pass 1's environment."""
-    now = environment.reconfigure_inputs(ctx.env)
+    now = _digests(environment.reconfigure_inputs(ctx.env))
     before: dict[str, str] = state["reconfigure_inputs"]
     differing = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
     if differing:
         key = differing[0]
+        how = "is unset here" if key not in now else "was unset in pass 1" if key not in before else "differs"
         raise MegabuildError(
-            f"environment variable {key} is {now.get(key)!r} here but was {before.get(key)!r} in pass 1 "
-            f"({len(differing)} differ): CMake's reconfigure would read it; give every output the build "
+            f"environment variable {key} {how} from pass 1 ({len(differing)} differ: "
+            f"{', '.join(differing[:5])}): CMake's reconfigure would read it; give every output the build "
             "requirements and variables of libtorch-split"
         )
 
@@ -390,31 +504,53 @@ def _check_guarded(cache: CMakeCache, state: dict) -> None:
 def _run_command(ctx: PassContext, what: str, command: list[str]) -> None:
     with step(what):
         try:
-            subprocess.run(command, cwd=ctx.build.src_dir, env=ctx.env, check=True)
+            returncode = run_child(command, cwd=ctx.build.src_dir, env=ctx.env)
         except OSError as exc:
             raise PassFailed(
                 f"{what} failed: cannot run {command[0]} ({exc.strerror or exc}): add it to the build "
                 "requirements"
             ) from None
-        except subprocess.CalledProcessError as exc:
+        if returncode != 0:
             raise PassFailed(
-                f"{what} failed: `{' '.join(command[:4])}` exited with status {exc.returncode}: the cause "
+                f"{what} failed: `{' '.join(command[:4])}` exited with status {returncode}: the cause "
                 "is in the build log above; nothing of this pass was staged"
-            ) from None
+            )
 
 
-def _run_build(ctx: PassContext, what: str, command: list[str]) -> PassWork:
-    log_path = ctx.build.build_dir / ".ninja_log"
-    before = read_log(log_path)
+def _log_snapshot(ctx: PassContext) -> dict[str, LogEntry]:
+    """.ninja_log before a pass edits anything: an unreadable log stops the pass before any change."""
+    return read_log(ctx.build.build_dir / ".ninja_log")
+
+
+def _work_since(ctx: PassContext, before: dict[str, LogEntry]) -> PassWork:
+    return PassWork.from_entries(ran_between(before, read_log(ctx.build.build_dir / ".ninja_log")))
+
+
+def _run_build(ctx: PassContext, before: dict[str, LogEntry], what: str, command: list[str]) -> PassWork:
+    _repair_generated_files(ctx)
     _run_command(ctx, what, command)
-    return PassWork.from_entries(ran_between(before, read_log(log_path)))
+    return _work_since(ctx, before)
+
+
+def _repair_generated_files(ctx: PassContext) -> None:
+    """A reconfigure cut short by a full disk can leave build.ninja or CMakeFiles/rules.ninja empty, and
+    ninja then fails on loading them before it could re-run CMake: regenerate them from the cache."""
+    build_dir = ctx.build.build_dir
+    generated = [build_dir / "build.ninja", build_dir / "CMakeFiles" / "rules.ninja"]
+    broken = [path for path in generated if not path.is_file() or path.stat().st_size == 0]
+    if broken:
+        say(f"{broken[0]} is missing or empty (a reconfigure was cut short): regenerating")
+        _run_command(ctx, "regenerating the build files", ["cmake", str(build_dir)])
 
 
 def _stage(ctx: PassContext, package: str, trees: UpstreamTrees) -> int:
-    with step(f"staging {package} into {ctx.build.prefix}"):
-        staged = stage_package(package, trees, ctx.build.prefix, ctx.build.sp_dir)
-    say(f"staged {len(staged.files)} file(s) and {len(staged.links)} link(s) for {package}")
-    return len(staged.files) + len(staged.links)
+    """Assemble ``package`` beside PREFIX; run() moves it in after writing the report."""
+    with step(f"assembling {package} for {ctx.build.prefix}"):
+        prepared = ctx.cleanup.enter_context(
+            prepare_stage(package, trees, ctx.build.prefix, ctx.build.sp_dir)
+        )
+    ctx.pending_stage = prepared
+    return len(prepared.staged.files) + len(prepared.staged.links)
 
 
 def _check_work(ctx: PassContext, name: str, work: PassWork, expected: list[str]) -> list[str]:

@@ -212,9 +212,12 @@ def names_old_python(value: str, old: PythonFacts) -> bool:
     return any(token in value for token in tokens)
 
 
-def retarget(cache: CMakeCache, target: PythonFacts) -> list[CacheChange]:
-    """Edit ``cache`` in memory so the next configure uses ``target``; returns every change by key."""
-    old = facts_from_cache(cache)
+def retarget(cache: CMakeCache, target: PythonFacts, old: PythonFacts | None = None) -> list[CacheChange]:
+    """Edit ``cache`` in memory so the next configure uses ``target``; returns every change by key.
+
+    ``old``: the Python the cache names, when its FindPython entries are gone (an earlier edit was written
+    but CMake has not re-detected yet); by default read from those entries."""
+    old = old if old is not None else facts_from_cache(cache)
     where = cache.path or "CMakeCache.txt"
     needs_numpy = old.numpy_include is not None or _is_on(cache.get("USE_NUMPY"))
     if needs_numpy and target.numpy_include is None:

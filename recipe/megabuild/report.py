@@ -8,6 +8,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from megabuild.errors import MegabuildError
+
 REPORT_NAME = "megabuild-report.json"
 
 
@@ -29,21 +31,34 @@ def load(build_dir: Path) -> list[PassRecord]:
     path = build_dir / REPORT_NAME
     if not path.exists():
         return []
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return [PassRecord(**record) for record in data.get("passes", [])]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [PassRecord(**record) for record in data["passes"]]
+    except (ValueError, TypeError, KeyError) as exc:  # bad JSON or UTF-8, not our records
+        raise MegabuildError(
+            f"{path} is corrupt ({type(exc).__name__}: {str(exc)[:80]}): delete it; pass 1 starts a new one "
+            "and later passes add their records again"
+        ) from None
 
 
 def append(build_dir: Path, record: PassRecord, fresh: bool = False) -> list[PassRecord]:
-    """Add ``record`` (``fresh``: start a new report, as pass 1 does) and write the file atomically."""
-    records = [] if fresh else load(build_dir)
+    """Add ``record`` (``fresh``: start a new report, as pass 1 does) and write the file atomically.
+
+    A record of the same pass replaces the old one, so running a pass again (after an interruption) leaves
+    one record per pass. A failed write leaves the old report and no temporary file."""
+    records = [] if fresh else [r for r in load(build_dir) if r.pass_name != record.pass_name]
     records.append(record)
     payload = {"format": 1, "passes": [asdict(r) for r in records]}
     build_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".megabuild-report.", dir=build_dir)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, build_dir / REPORT_NAME)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, build_dir / REPORT_NAME)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return records
 
 

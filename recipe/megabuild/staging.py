@@ -2,25 +2,37 @@
 
 Staging is all or nothing: the package is assembled in a temporary directory beside $PREFIX (same file
 system), checked against what $PREFIX already holds, and only then moved in, file by file with renames. A
-failure before the move leaves $PREFIX untouched; a failure during the move takes back what was moved.
+failure before the move leaves $PREFIX untouched; a failure during the move takes back what was moved;
+signals wait until the move is complete; a journal written before the move lets the next staging into the
+same $PREFIX take back the files of a run killed outright (SIGKILL, power loss), and assembly directories
+such a run left beside $PREFIX are removed then too.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from megabuild.errors import MegabuildError
+from megabuild.errors import MegabuildError, os_error_line
+from megabuild.interrupt import checkpoint, no_interruption, pending
+from megabuild.log import say
 from megabuild.package_files import NOT_SHIPPED, PACKAGES, RULES, Rule, Tree
 
 # Directories of the install prefix <SRC_DIR>/torch that CMake's install step fills.
 INSTALL_TREE_DIRS = ("lib", "include", "share", "bin")
+# The placeholder of package_files.py's library patterns, and conda-build's SHLIB_EXT per platform
+# (conda_build/utils.py get_shlib_ext: ".so" on linux, ".dylib" on osx; Windows is not supported).
+SHLIB_TOKEN = "{shlib}"
+SHLIB_EXTS = (".so", ".dylib")
 
 
 class StagingError(MegabuildError):
@@ -34,6 +46,8 @@ class UpstreamTrees:
     install: Path | None = None  # <SRC_DIR>/torch
     setuptools: Path | None = None  # <SRC_DIR>/build/lib.<platform>-cpython-3XX
     metadata: Path | None = None  # directory holding torch-<version>.dist-info
+    # the target platform's shared-library suffix (conda-build's SHLIB_EXT): how the trees name libraries
+    shlib_ext: str = ".so"
 
     def roots(self) -> dict[Tree, Path]:
         found: dict[Tree, Path | None] = {
@@ -58,9 +72,26 @@ class StagedPackage:
     links: dict[str, str] = field(default_factory=dict)  # symlink path -> target, relative to $PREFIX
 
 
+def shlib_regex(shlib_ext: str) -> str:
+    """The names a shared library takes after its stem on one platform, versioned ones included.
+
+    Linux puts the version after ``.so`` (``libc10.so``, ``libc10.so.2``, ``libc10.so.2.13.0``: CMake's
+    SOVERSION/VERSION names and links); macOS puts it before ``.dylib`` (``libc10.dylib``,
+    ``libc10.2.dylib``: CMake's Darwin naming)."""
+    if shlib_ext == ".so":
+        return r"\.so(?:\.[0-9]+)*"
+    if shlib_ext == ".dylib":
+        return r"(?:\.[0-9]+)*\.dylib"
+    raise StagingError(
+        f"SHLIB_EXT={shlib_ext!r} is not a platform the staging table knows ({', '.join(SHLIB_EXTS)}): "
+        "build on linux or osx (Windows is not supported)"
+    )
+
+
 @cache
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    """``**`` is any number of path segments (at least the file itself), ``*`` and ``?`` stay in a segment."""
+def _pattern_regex(pattern: str, shlib_ext: str = ".so") -> re.Pattern[str]:
+    """``**`` is any number of path segments (at least the file itself), ``*`` and ``?`` stay in a segment,
+    ``{shlib}`` is a shared-library suffix of the platform (:func:`shlib_regex`)."""
     out = []
     for index, part in enumerate(pattern.split("/")):
         if index:
@@ -68,20 +99,46 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
         if part == "**":
             out.append(".+")
             continue
-        for char in part:
-            out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+        for piece_index, piece in enumerate(part.split(SHLIB_TOKEN)):
+            if piece_index:
+                out.append(shlib_regex(shlib_ext))
+            for char in piece:
+                out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
     return re.compile("".join(out) + r"\Z")
 
 
-def matches(pattern: str, path: str) -> bool:
-    return _pattern_regex(pattern).match(path) is not None
+def matches(pattern: str, path: str, shlib_ext: str = ".so") -> bool:
+    return _pattern_regex(pattern, shlib_ext).match(path) is not None
 
 
-def rule_claims(rule: Rule, tree: Tree, path: str) -> bool:
+def rule_claims(rule: Rule, tree: Tree, path: str, shlib_ext: str = ".so") -> bool:
     return (
         rule.tree == tree
-        and matches(rule.pattern, path)
-        and not any(matches(excluded, path) for excluded in rule.excluding)
+        and matches(rule.pattern, path, shlib_ext)
+        and not any(matches(excluded, path, shlib_ext) for excluded in rule.excluding)
+    )
+
+
+def require_extension_module(
+    setuptools_tree: Path, ext_suffix: str, python: str, install_tree: Path | None = None
+) -> Path:
+    """``torch/_C{EXT_SUFFIX}`` of the output's Python must be in the setuptools tree: setup.py ships ``_C``
+    as package data under exactly that name, and ``import torch`` looks for exactly that name.
+
+    The name comes from CMake (``Python_add_library(_C MODULE WITH_SOABI)`` in 2.13, from FindPython's
+    ``Python_SOABI``); when cross-compiling CMake >= 4.1 leaves that empty, CMake installs an untagged
+    ``_C.so`` into the install tree and setup.py leaves it out (pytorch-cpu-feedstock 74dd3d46, patch 0022's
+    header), so the error names the ``_C`` files of both trees."""
+    expected = setuptools_tree / "torch" / f"_C{ext_suffix}"
+    if expected.is_file():
+        return expected
+    found = sorted(path.name for path in (setuptools_tree / "torch").glob("_C.*"))
+    if install_tree is not None:
+        found += sorted(f"{path.name} (install tree)" for path in install_tree.glob("_C.*"))
+    raise StagingError(
+        f"no torch/_C{ext_suffix} for Python {python} in {setuptools_tree} (found: "
+        f"{', '.join(found) or 'no _C at all'}): CMake named the extension without this Python's SOABI; "
+        "when cross-compiling, patch 0012 (Python_SOABI from the target interpreter) must apply"
     )
 
 
@@ -108,12 +165,13 @@ def entries_below(top: Path) -> Iterator[Path]:
 def classify(trees: UpstreamTrees, rules: Iterable[Rule] = RULES) -> list[Placement]:
     """Place every file of the trees by exactly one rule; otherwise stop with the offending paths."""
     rules = tuple(rules)
+    shlib_regex(trees.shlib_ext)  # an unknown platform is one clear error, not "no rule claims ..."
     placements: list[Placement] = []
     unclaimed: list[str] = []
     twice: list[str] = []
     for tree, root in trees.roots().items():
         for path in sorted(tree_files(tree, root)):
-            claimed = [rule for rule in rules if rule_claims(rule, tree, path)]
+            claimed = [rule for rule in rules if rule_claims(rule, tree, path, trees.shlib_ext)]
             if len(claimed) == 1:
                 placements.append(Placement(tree, path, claimed[0]))
             elif not claimed:
@@ -153,6 +211,18 @@ def stage_package(
 
     Works on any directories: the driver passes conda-build's $PREFIX/$SP_DIR, tests pass temporary ones.
     """
+    with prepare_stage(package, trees, prefix, sp_dir) as prepared:
+        prepared.commit()
+    return prepared.staged
+
+
+@contextmanager
+def prepare_stage(
+    package: str, trees: UpstreamTrees, prefix: Path, sp_dir: Path | None = None
+) -> Iterator[PreparedStage]:
+    """Assemble ``package`` beside ``prefix``; the caller may write its report, then ``commit()``.
+
+    Leaving the block without a commit (an error, a signal) removes the assembly: nothing is staged."""
     if package not in PACKAGES:
         raise StagingError(f"unknown package {package!r}: the staging table knows {', '.join(PACKAGES)}")
     prefix = prefix.resolve()
@@ -161,24 +231,139 @@ def stage_package(
         raise StagingError(f"no files for {package} in {_describe(trees)}: did the build pass install them?")
     roots = trees.roots()
     staged = StagedPackage(package)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".megabuild-stage-{package}-", dir=prefix.parent) as tmp:
-        scratch = Path(tmp)
-        for placement in placements:
-            destination = _destination(placement, prefix, sp_dir)
-            if placement.rule.action == "link":
-                link_path = _destination_of(placement.tree, placement.rule.link_dir, prefix, sp_dir)
-                target = os.path.relpath(prefix / placement.rule.link_to, link_path.parent)
-                staged.links[link_path.relative_to(prefix).as_posix()] = target
-                continue
-            relative = destination.relative_to(prefix)
-            _copy_entry(roots[placement.tree] / placement.path, scratch / relative)
-            staged.files.append(relative.as_posix())
-        for link, target in staged.links.items():
-            (scratch / link).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, scratch / link)
-        _move_into(scratch, prefix, [*staged.files, *staged.links])
-    return staged
+    try:
+        prefix.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StagingError(f"cannot create PREFIX: {os_error_line(exc)}") from None
+    area = _StagingArea(prefix)
+    with area.locked():
+        area.recover()
+        try:
+            scratch = Path(tempfile.mkdtemp(prefix=f"{area.scratch_prefix}{os.getpid()}-", dir=area.dir))
+        except OSError as exc:
+            raise StagingError(f"cannot stage {package} next to PREFIX: {os_error_line(exc)}") from None
+        try:
+            for placement in placements:
+                destination = _destination(placement, prefix, sp_dir)
+                if placement.rule.action == "link":
+                    link_path = _destination_of(placement.tree, placement.rule.link_dir, prefix, sp_dir)
+                    target = os.path.relpath(prefix / placement.rule.link_to, link_path.parent)
+                    staged.links[link_path.relative_to(prefix).as_posix()] = target
+                    continue
+                relative = destination.relative_to(prefix)
+                _copy_entry(roots[placement.tree] / placement.path, scratch / relative)
+                staged.files.append(relative.as_posix())
+            for link, target in staged.links.items():
+                (scratch / link).parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(target, scratch / link)
+            checkpoint("staging-assembled")
+            _refuse_clashes(prefix, [*staged.files, *staged.links])
+            yield PreparedStage(staged, scratch, prefix, area)
+        except OSError as exc:
+            raise StagingError(f"staging {package} failed: {os_error_line(exc)}") from None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+@dataclass
+class PreparedStage:
+    """An assembled package waiting beside PREFIX; ``commit()`` moves it in, all or nothing."""
+
+    staged: StagedPackage
+    scratch: Path
+    prefix: Path
+    area: _StagingArea
+
+    def commit(self) -> None:
+        """Move every entry into PREFIX by renames, with signals deferred and a journal for SIGKILL.
+
+        A signal that arrived before the move cancels it (nothing staged); one arriving during the move
+        waits until the package is complete. The journal lists what is being moved: if the process is
+        killed outright, the next staging into this PREFIX takes those files back first."""
+        relatives = [*self.staged.files, *self.staged.links]
+        with no_interruption():
+            if pending():
+                return  # the handler raises once signals are unblocked; the scratch is removed
+            self.area.write_journal(relatives)
+            try:
+                _move_into(self.scratch, self.prefix, relatives)
+            finally:  # moved in full, or taken back by _move_into: the journal has done its job
+                self.area.journal.unlink()
+
+
+class _StagingArea:
+    """Where a package is assembled for PREFIX: beside it when on the same file system (renames must not
+    cross devices), else inside it (hidden, removed before the pass ends). Holds the lock, the journal and
+    the leftovers of killed runs."""
+
+    def __init__(self, prefix: Path) -> None:
+        self.prefix = prefix
+        same_device = prefix.parent.stat().st_dev == prefix.stat().st_dev
+        self.dir = prefix.parent if same_device else prefix
+        self.scratch_prefix = f".megabuild-stage-{prefix.name}-"
+        self.journal = self.dir / f".megabuild-stage-{prefix.name}.journal"
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """One staging into a PREFIX at a time: flock on the PREFIX directory itself (no lock file to leave
+        behind; the kernel drops it when the process ends, however it ends)."""
+        handle = os.open(self.prefix, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)
+
+    def recover(self) -> None:
+        """Take back what a killed run left: a journal's moved files, assembly directories."""
+        if self.journal.exists():
+            relatives = json.loads(self.journal.read_text(encoding="utf-8"))["moved"]
+            removed = 0
+            for rel in reversed(relatives):
+                path = self.prefix / rel
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+                    removed += 1
+            _remove_empty_parents(self.prefix, relatives)
+            self.journal.unlink()
+            say(f"took back {removed} file(s) an interrupted staging had moved into {self.prefix}")
+        for leftover in self.dir.glob(f"{self.scratch_prefix}*-*"):
+            pid = leftover.name.removeprefix(self.scratch_prefix).split("-")[0]
+            if leftover.is_dir() and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(leftover, ignore_errors=True)
+                say(f"removed {leftover}, left by an interrupted staging")
+
+    def write_journal(self, relatives: list[str]) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=self.journal.name, dir=self.dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"prefix": str(self.prefix), "moved": relatives}, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.journal)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def _remove_empty_parents(prefix: Path, relatives: list[str]) -> None:
+    parents = {
+        parent for rel in relatives for parent in (prefix / rel).parents if parent.is_relative_to(prefix)
+    }
+    for directory in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+        if directory != prefix:
+            with suppress(OSError):  # not empty: other packages' files live there
+                directory.rmdir()
 
 
 def _describe(trees: UpstreamTrees) -> str:
@@ -208,14 +393,19 @@ def _copy_entry(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def _move_into(scratch: Path, prefix: Path, relatives: list[str]) -> None:
-    """Rename every staged entry into ``prefix``; refuse before moving anything if one would overwrite."""
+def _refuse_clashes(prefix: Path, relatives: list[str]) -> None:
+    """Staging never overwrites: a file already in PREFIX belongs to a host package (leftovers of an
+    interrupted staging into this PREFIX were taken back before, by the journal)."""
     clashes = [rel for rel in relatives if os.path.lexists(prefix / rel)]
     if clashes:
         raise StagingError(
             f"{prefix / clashes[0]} already exists in PREFIX ({len(clashes)} clash(es)): another package of "
             "the host environment ships it; drop it from the package or from the host requirements"
         )
+
+
+def _move_into(scratch: Path, prefix: Path, relatives: list[str]) -> None:
+    """Rename every staged entry into ``prefix``; a failure takes back what was moved."""
     moved: list[Path] = []
     created_dirs: list[Path] = []
     try:
@@ -229,6 +419,8 @@ def _move_into(scratch: Path, prefix: Path, relatives: list[str]) -> None:
                 created_dirs.append(directory)
             os.replace(scratch / rel, destination)
             moved.append(destination)
+            if len(moved) == len(relatives) // 2:
+                checkpoint("staging-half-moved")
     except BaseException:
         for destination in reversed(moved):
             destination.unlink()

@@ -155,6 +155,9 @@ def main() -> None:
             "torch": [
                 f"_C{sysconfig.get_config_var('EXT_SUFFIX')}",
                 "lib/*.so*",
+                # macOS: conda-forge's 2.13.0 build.sh moves build/lib.*/torch/lib/* into $PREFIX/lib and
+                # its osx tests find lib*.dylib there (pytorch-cpu-feedstock 74dd3d46)
+                "lib/*.dylib*",
                 "bin/*",
                 "include/**/*.h",
                 "share/cmake/**/*.cmake",

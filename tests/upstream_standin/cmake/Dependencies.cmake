@@ -20,6 +20,29 @@ if(NOT Python_Interpreter_FOUND)
   message(FATAL_ERROR "Python interpreter not found; pass -DPython_EXECUTABLE=<python>")
 endif()
 
+# Cross-compiling: CMake >= 4.1 (policy CMP0190) does not run the interpreter for Python_SOABI unless
+# CMAKE_CROSSCOMPILING_EMULATOR is set, so it stays empty and Python_add_library(... WITH_SOABI) names the
+# module "_C.so" (pytorch-cpu-feedstock 74dd3d46, patch 0022's header; conda-forge builds with CMake 4).
+# This machine's CMake may be older and would run it: model the newer behaviour.
+if(CMAKE_CROSSCOMPILING AND NOT CMAKE_CROSSCOMPILING_EMULATOR)
+  set(Python_SOABI "")
+endif()
+# The recipe's patch 0012 (cmake/Dependencies.cmake, after the Python checks): an empty Python_SOABI is
+# asked from the interpreter, which cross-python makes report the target's. STANDIN_WITHOUT_PATCH_0012=ON
+# shows the build without it (tests/test_rehearsal_platforms.py).
+option(STANDIN_WITHOUT_PATCH_0012 "test switch: behave like 2.13.0 without the recipe's patch 0012" OFF)
+if(CMAKE_CROSSCOMPILING AND NOT Python_SOABI AND NOT STANDIN_WITHOUT_PATCH_0012)
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c "import sysconfig; print(sysconfig.get_config_var('SOABI') or '')"
+    OUTPUT_VARIABLE _target_python_soabi OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _target_python_status)
+  if(NOT _target_python_status EQUAL 0 OR NOT _target_python_soabi)
+    message(FATAL_ERROR "Python_SOABI is empty while cross-compiling and ${Python_EXECUTABLE} did not "
+                        "report the target's SOABI: build with cross-python")
+  endif()
+  set(Python_SOABI "${_target_python_soabi}")
+endif()
+
 # The trap the megabuild must avoid: a stale FindPython cache makes Development.Module "missing",
 # and the build then silently drops torch_python (and, on the next configure, the lazy linalg library).
 if(BUILD_PYTHON AND NOT Python_Development.Module_FOUND)

@@ -6,9 +6,12 @@ extension, whose functions are implemented in C++ (libtorch_python calling libto
 
 import ctypes
 import os
+import platform
 
 _lib_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
-ctypes.CDLL(os.path.join(_lib_dir, "libtorch_global_deps.so"), mode=ctypes.RTLD_GLOBAL)
+# the library's name as 2.13.0's _load_global_deps spells it (the wheel's torch/__init__.py, line 374)
+_lib_ext = ".dylib" if platform.system() == "Darwin" else ".so"
+ctypes.CDLL(os.path.join(_lib_dir, f"libtorch_global_deps{_lib_ext}"), mode=ctypes.RTLD_GLOBAL)
 
 from torch import _C  # noqa: E402
 from torch.version import __version__  # noqa: E402
