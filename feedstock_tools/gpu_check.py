@@ -18,9 +18,9 @@ linalg-lazy             ``libtorch_cuda_linalg.so`` is not loaded after import a
 has-magma               reports ``torch.cuda.has_magma`` (a compile-time constant upstream; patch 0004
                         makes it follow the installed library in this recipe's builds)
 linalg-missing          in ``env-without-linalg`` the same linear algebra fails, and names the library
-cpp-extension           ``torch.utils.cpp_extension.load_inline`` builds a C++/CUDA kernel with nvcc against
-                        ``env``'s headers (``site-packages/torch/include``, the link to ``$PREFIX/include``)
-                        and the kernel computes the right numbers
+cpp-extension           ``recipe/tests/check_cuda_extension.py`` (the package test) builds a C++/CUDA kernel
+                        with nvcc against ``env``'s headers (``site-packages/torch/include``, the link to
+                        ``$PREFIX/include``) and the kernel computes the right numbers
 cmake-consumer          ``recipe/cmake_test`` finds ``env/share/cmake/Torch``, builds and runs on the GPU
 ======================  ==================================================================================
 
@@ -70,6 +70,7 @@ class Interpreter:
     torch_dir: Path | None  # the installed torch package, if any
     torch_version: str | None
     pybind11_include: Path | None  # headers of the interpreter's pybind11, if installed
+    machine: str = "x86_64"  # platform.machine()
 
 
 def find_gpu() -> str | None:
@@ -83,7 +84,7 @@ def find_gpu() -> str | None:
 
 
 _QUERY = """
-import importlib.metadata, importlib.util, json, sys, sysconfig
+import importlib.metadata, importlib.util, json, platform, sys, sysconfig
 spec = importlib.util.find_spec("torch")
 try:
     version = importlib.metadata.version("torch")
@@ -100,6 +101,7 @@ print(json.dumps({
     "site_packages": sysconfig.get_paths()["platlib"],
     "torch_dir": spec.submodule_search_locations[0] if spec else None,
     "torch_version": version,
+    "machine": platform.machine(),
 }))
 """
 
@@ -113,7 +115,13 @@ def query_interpreter(python: Path) -> Interpreter:
     torch_dir = Path(data["torch_dir"]) if data["torch_dir"] else None
     pybind11 = Path(data["pybind11_include"]) if data["pybind11_include"] else None
     return Interpreter(
-        python, data["version"], Path(data["site_packages"]), torch_dir, data["torch_version"], pybind11
+        python,
+        data["version"],
+        Path(data["site_packages"]),
+        torch_dir,
+        data["torch_version"],
+        pybind11,
+        data["machine"],
     )
 
 
@@ -131,13 +139,7 @@ def lay_out_source(args: argparse.Namespace, interpreter: Interpreter, src: Path
         raise ToolError(
             f"{interpreter.python} has no torch installed: pass --wheel, or --python of one that has"
         )
-    machine = subprocess.run(
-        [interpreter.python, "-c", "import platform; print(platform.machine())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    tag = wheel_layout.WheelTag(interpreter.torch_version, interpreter.version, machine)
+    tag = wheel_layout.WheelTag(interpreter.torch_version, interpreter.version, interpreter.machine)
     return wheel_layout.lay_out_installed_torch(interpreter.torch_dir.parent, tag, src), tag
 
 
@@ -203,7 +205,7 @@ def build_environments(trees, tag, interpreter: Interpreter, work: Path) -> dict
     return {name: work / name for name in environments}
 
 
-def probe_environment(env: Path, tag, interpreter: Interpreter, work: Path) -> dict[str, str]:
+def probe_variables(env: Path, tag, interpreter: Interpreter, work: Path) -> dict[str, str]:
     """Run with torch from ``env`` first on sys.path and nothing from LD_LIBRARY_PATH."""
     path = os.pathsep.join([str(interpreter.python.parent), os.environ.get("PATH", "/usr/bin:/bin")])
     variables = {
@@ -211,7 +213,6 @@ def probe_environment(env: Path, tag, interpreter: Interpreter, work: Path) -> d
         "HOME": os.environ.get("HOME", str(work)),
         "PYTHONPATH": str(env / tag.site_packages),
         "PYTHONNOUSERSITE": "1",
-        "TORCH_EXTENSIONS_DIR": str(work / "torch_extensions"),
     }
     # CPATH: headers of the interpreter where its include directory has none (a Python without -dev files)
     for name in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CPATH"):
@@ -220,10 +221,12 @@ def probe_environment(env: Path, tag, interpreter: Interpreter, work: Path) -> d
     return variables
 
 
-def run_probe(script: str, variables: dict[str, str], python: Path, timeout: float) -> dict:
+def run_probe(script: str | Path, variables: dict[str, str], python: Path, timeout: float) -> dict:
+    """Run a probe (code, or a check script that takes --require-gpu) and read the JSON line it prints."""
+    arguments = [str(script), "--require-gpu"] if isinstance(script, Path) else ["-c", script]
     try:
         ran = subprocess.run(
-            [python, "-c", script],
+            [python, *arguments],
             capture_output=True,
             text=True,
             env=variables,
@@ -271,41 +274,8 @@ TORCH_PROBE = textwrap.dedent(
     """
 )
 
-# A C++/CUDA extension as downstream packages write them, built by torch.utils.cpp_extension with nvcc.
-EXTENSION_PROBE = textwrap.dedent(
-    r'''
-    import json, os, torch
-    from torch.utils import cpp_extension
-    cuda_source = """
-    #include <c10/cuda/CUDAException.h>
-    __global__ void add_one_kernel(const float* x, float* y, int64_t n) {
-      const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-      if (i < n) y[i] = x[i] + 1.0f;
-    }
-    torch::Tensor add_one(torch::Tensor x) {
-      TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat, "a float CUDA tensor");
-      const auto input = x.contiguous();
-      auto output = torch::empty_like(input);
-      const int64_t n = input.numel();
-      add_one_kernel<<<(n + 255) / 256, 256>>>(input.data_ptr<float>(), output.data_ptr<float>(), n);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return output;
-    }
-    """
-    build = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "gpu_check_add_one")
-    os.makedirs(build, exist_ok=True)
-    module = cpp_extension.load_inline(
-        "gpu_check_add_one", cpp_sources="torch::Tensor add_one(torch::Tensor x);",
-        cuda_sources=cuda_source, functions=["add_one"], build_directory=build, with_cuda=True)
-    x = torch.arange(4096, dtype=torch.float32, device="cuda")
-    print(json.dumps({
-        "correct": torch.equal(module.add_one(x).cpu(), x.cpu() + 1),
-        "module": module.__file__,
-        "include_paths": [os.path.realpath(p) for p in cpp_extension.include_paths("cuda")],
-        "cuda_home": cpp_extension.CUDA_HOME,
-    }))
-    '''
-)
+# The pytorch package test's own CUDA extension check, with the GPU required.
+EXTENSION_CHECK = RECIPE_DIR / "tests" / "check_cuda_extension.py"
 
 
 def check_torch(env: Path, probe: dict, tag) -> list[CheckResult]:
@@ -406,16 +376,16 @@ def run(args: argparse.Namespace, gpu_finder: Callable[[], str | None] = find_gp
             print(f"  left out, the staging table of {RECIPE_DIR.name} does not place it: {path}")
         environments = build_environments(trees, tag, interpreter, work)
     full = environments["env"]
-    variables = probe_environment(full, tag, interpreter, work)
+    variables = probe_variables(full, tag, interpreter, work)
     print("checking torch in env ...", flush=True)
     results = check_torch(full, run_probe(TORCH_PROBE, variables, interpreter.python, 300), tag)
     if all(result.ok for result in results):
         print("checking env-without-linalg ...", flush=True)
         without = environments["env-without-linalg"]
-        bare = probe_environment(without, tag, interpreter, work)
+        bare = probe_variables(without, tag, interpreter, work)
         results.append(check_without_linalg(run_probe(TORCH_PROBE, bare, interpreter.python, 300)))
         print("building a C++/CUDA extension with torch.utils.cpp_extension ...", flush=True)
-        results.append(check_extension(run_probe(EXTENSION_PROBE, variables, interpreter.python, 540), full))
+        results.append(check_extension(run_probe(EXTENSION_CHECK, variables, interpreter.python, 540), full))
         print("building recipe/cmake_test against env/share/cmake/Torch ...", flush=True)
         results.append(check_cmake_consumer(full, variables, work))
     print(format_results(results))

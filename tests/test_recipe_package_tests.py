@@ -168,8 +168,39 @@ def test_upstream_runner_reports_missing_files_and_a_used_up_budget(upstream_tre
     assert runner.run((missing,), upstream_tree, budget=120) == 1
     assert "test/test_absent.py missing" in capsys.readouterr().err
     good = runner.Selection("test/test_good.py", None, "passes")
-    assert runner.run((good,), upstream_tree, budget=0) == 0
-    assert "not run: test/test_good.py" in capsys.readouterr().out
+    # selections the budget did not reach were not run: that fails, naming them
+    assert runner.run((good,), upstream_tree, budget=0) == 1
+    assert "used up before these selections ran: test/test_good.py" in capsys.readouterr().err
+
+
+def test_upstream_runner_fails_a_selection_that_selects_nothing(upstream_tree, monkeypatch, capsys):
+    runner = load("run_upstream_tests", monkeypatch)
+    renamed = runner.Selection("test/test_good.py", "test_renamed_upstream", "keyword matches nothing")
+    assert runner.run((renamed,), upstream_tree, budget=120) == 1
+    assert "selected no test" in capsys.readouterr().err
+
+
+def test_upstream_runner_deselects_the_skip_list(upstream_tree, monkeypatch):
+    runner = load("run_upstream_tests", monkeypatch)
+    bad = runner.Selection("test/test_bad.py", None, "fails")
+    both = runner.Selection("test/test_good.py", None, "passes")
+    skip = runner.Skip("test_broken", "known upstream failure", "test double")
+    assert runner.run((bad,), upstream_tree, budget=120) == 1
+    # test_bad.py has only the skipped test: nothing left is "selected no test", a failure too
+    assert runner.run((bad,), upstream_tree, budget=120, skips=(skip,)) == 1
+    assert runner.run((both,), upstream_tree, budget=120, skips=(skip,)) == 0
+    command = runner.pytest_command(runner.Selection("test/test_good.py", "one", "k"), (skip,))
+    assert command[-2:] == ["-k", "(one) and not ((test_broken))"]
+
+
+def test_skip_list_entries_give_reason_and_evidence(monkeypatch):
+    runner = load("run_upstream_tests", monkeypatch)
+    for skip in runner.SKIPS:
+        assert len(skip.why) > 15 and skip.where in {"all", "aarch64", "cuda"}
+        assert skip.evidence.startswith("conda-forge/pytorch-cpu-feedstock 74dd3d46 recipe/meta.yaml:")
+    cpu_x86 = runner.skips_for("cpu", "x86_64")
+    assert all(skip.where == "all" for skip in cpu_x86)
+    assert set(cpu_x86) < set(runner.skips_for("cuda", "aarch64"))
 
 
 def test_curated_selections_name_upstream_test_files(monkeypatch):

@@ -239,6 +239,11 @@ def test_the_fixture_holds_the_2_13_0_lines_of_the_wheel(tmp_path):
         real = wheel.read("torch/share/cmake/Caffe2/FindCUDAToolkit.cmake").decode().splitlines()
     fixture = (tmp_path / "cmake/Modules/FindCUDAToolkit.cmake").read_text().splitlines()
     assert fixture[496:503] == real[496:503]
+    with zipfile.ZipFile(CPU_WHEEL) as wheel:
+        real = wheel.read("torch/utils/cpp_extension.py").decode().splitlines()
+    fixture = (tmp_path / "torch/utils/cpp_extension.py").read_text().splitlines()
+    kept = [n for n, line in enumerate(fixture) if not line.startswith("# line ")]
+    assert len(kept) > 30 and all(fixture[n] == real[n] for n in kept)
 
 
 @dataclass

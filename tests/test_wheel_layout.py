@@ -253,3 +253,148 @@ def test_clobbering_packages_are_refused(tmp_path: Path) -> None:
 def test_wheel_name_that_is_not_a_linux_cpython_wheel_is_refused() -> None:
     with pytest.raises(ToolError, match="is not a Linux CPython wheel name"):
         parse_wheel_name(Path("torch-2.13.0-py3-none-any.whl"))
+
+
+# ---- recipe/tests scripts and patch 0015 on the real 2.13.0 torch --------------------------------------
+
+PACKAGE_TESTS = RECIPE_DIR / "tests"
+
+
+def test_build_features_check_on_the_cpu_wheel(merged: MergedEnvironment) -> None:
+    """Complex dots right, oneDNN and distributed built in; a CPU build has no cuDNN/NCCL and it says so."""
+    script = PACKAGE_TESTS / "check_build_features.py"
+    cpu = run_clean([merged.python, script, "--require", "onednn", "distributed"])
+    assert cpu.returncode == 0, cpu.stderr
+    assert cpu.stdout.startswith("OK: complex dot; built in: onednn, distributed")
+    cuda = run_clean([merged.python, script, "--require", "cudnn", "nccl"])
+    assert cuda.returncode == 1
+    assert "FAIL: cuDNN is not built in" in cuda.stderr and "FAIL: NCCL is not built in" in cuda.stderr
+
+
+def patched_cpp_extension(merged: MergedEnvironment, directory: Path) -> Path:
+    """The wheel's torch/utils/cpp_extension.py (the 2.13.0 source) with patch 0015 applied by git."""
+    (directory / "torch" / "utils").mkdir(parents=True)
+    shutil.copy(merged.sp_dir / "torch" / "utils" / "cpp_extension.py", directory / "torch" / "utils")
+    (patch,) = (RECIPE_DIR / "patches").glob("0015-*.patch")
+    subprocess.run(["git", "apply", "--unsafe-paths", "--directory=.", str(patch)], cwd=directory, check=True)
+    return directory / "torch" / "utils" / "cpp_extension.py"
+
+
+# Runs a cpp_extension.py's code as the real torch.utils.cpp_extension (same __file__, so its _TORCH_PATH is
+# the installed torch) and prints its paths. argv: the code's file, the sysconfig prefix to report
+# (cross-python's host prefix; "" keeps the real one), CUDA_HOME.
+PATHS_PROBE = r"""
+import importlib.machinery, importlib.util, json, os, sys, sysconfig
+import torch, torch.utils
+module_file, prefix, cuda_home = sys.argv[1:4]
+if prefix:
+    real = sysconfig.get_config_var
+    sysconfig.get_config_var = lambda name: prefix if name == "prefix" else real(name)
+name = "torch.utils.cpp_extension"
+installed = os.path.join(os.path.dirname(torch.utils.__file__), "cpp_extension.py")
+loader = importlib.machinery.SourceFileLoader(name, module_file)
+spec = importlib.util.spec_from_file_location(name, installed, loader=loader)
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+module.CUDA_HOME = cuda_home or None  # a CPU torch never asks; conda's nvcc in $PREFIX/bin would give this
+out = {"cpu": module.include_paths("cpu")}
+if cuda_home:
+    out.update(cuda=module.include_paths("cuda"), lib=module.library_paths("cuda"))
+print(json.dumps(out))
+"""
+
+
+def cpp_extension_paths(merged, module_file: Path, prefix: str = "", cuda_home: str = "") -> dict:
+    ran = run_clean([merged.python, "-c", PATHS_PROBE, module_file, prefix, cuda_home])
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout.splitlines()[-1])
+
+
+def test_patch_0015_adds_the_cuda_toolkit_of_a_conda_environment(merged, tmp_path) -> None:
+    """conda-forge's cuda-* packages: nvcc in $PREFIX/bin, the toolkit in $PREFIX/targets/x86_64-linux."""
+    patched = patched_cpp_extension(merged, tmp_path / "patched")
+    original = merged.sp_dir / "torch" / "utils" / "cpp_extension.py"
+    conda = tmp_path / "conda-env"  # test double of that layout: the files the patch looks for
+    target = conda / "targets" / "x86_64-linux"
+    (target / "include").mkdir(parents=True)
+    (target / "include" / "cuda_runtime_api.h").write_text("/* cuda-cudart-dev */\n")
+    (target / "lib" / "stubs").mkdir(parents=True)
+    (conda / "lib").mkdir()
+    before = cpp_extension_paths(merged, original, cuda_home=str(conda))
+    after = cpp_extension_paths(merged, patched, cuda_home=str(conda))
+    assert str(target / "include") not in before["cuda"]
+    assert after["cuda"] == [*before["cuda"], str(target / "include")]
+    assert after["lib"] == [*before["lib"], str(target / "lib"), str(target / "lib" / "stubs")]
+    # a toolkit laid out the NVIDIA way (no targets/) gets nothing added
+    plain = tmp_path / "usr-local-cuda"
+    (plain / "include").mkdir(parents=True)
+    assert cpp_extension_paths(merged, patched, cuda_home=str(plain)) == cpp_extension_paths(
+        merged, original, cuda_home=str(plain)
+    )
+
+
+SMALL_EXTENSION = """\
+// the kind of code torchvision and pytorch_scatter compile: torch's C++ API types and utilities
+#include <torch/types.h>
+#include <torch/utils.h>
+torch::Tensor twice(const torch::Tensor& t) { torch::NoGradGuard guard; return t * 2; }
+"""
+
+
+def compile_small_extension(include_paths: list[str], host_include: Path, where: Path, *mode: str):
+    """g++ as conda-build runs it for a downstream package: its CXXFLAGS carry -isystem $PREFIX/include."""
+    source = where / "extension.cpp"
+    source.write_text(SMALL_EXTENSION)
+    flags = [f"-I{path}" for path in include_paths]
+    command = ["g++", "-std=c++20", *mode, *flags, "-isystem", str(host_include), str(source)]
+    return subprocess.run(command, capture_output=True, text=True, check=False, cwd=where)
+
+
+def torch_headers_used(dependencies: str) -> set[str]:
+    """The include roots (up to .../include) of the torch headers g++ -M lists (-M: system headers too,
+    and -isystem makes $PREFIX/include one)."""
+    headers = [word for word in dependencies.split() if "/torch/" in word or "/ATen/" in word]
+    return {header.split("/include/")[0] for header in headers}
+
+
+def test_include_link_in_a_cross_build_both_ways(merged, tmp_path) -> None:
+    """A downstream cross build: the build machine's pytorch (ours: site-packages/torch/include links to
+    its $BUILD_PREFIX/include) compiles for a target whose libtorch headers are in $PREFIX/include, and
+    cross-python's sysconfig names $PREFIX (pytorch/pytorch#146702's log shows conda-forge's include_paths
+    returning the host prefix there). The decision, kept link + patch 0015, against the alternatives."""
+    # the target's libtorch headers: a second copy, as in a cross build. Not copy2: GCC's #pragma once takes
+    # files of equal size, mtime and contents for one (run here: with the mtimes kept, case 2 compiles),
+    # and two packages' copies never share mtimes
+    host = tmp_path / "host-prefix"
+    shutil.copytree(merged.env / "include", host / "include", symlinks=True, copy_function=shutil.copy)
+    build_include = merged.sp_dir / "torch" / "include"  # -> merged.env/include, the build machine's
+
+    # 1. the link as upstream's include_paths uses it: compiles, but every torch header is the build
+    #    machine's (its generated ATen/Config.h, cmake_macros.h describe the build platform)
+    original = merged.sp_dir / "torch" / "utils" / "cpp_extension.py"
+    unpatched = cpp_extension_paths(merged, original, prefix=str(host))["cpu"]
+    assert unpatched == [str(build_include), str(build_include / "torch" / "csrc" / "api" / "include")]
+    deps = compile_small_extension(unpatched, host / "include", tmp_path, "-M")
+    assert deps.returncode == 0, deps.stderr
+    assert torch_headers_used(deps.stdout) == {str(merged.sp_dir / "torch")}
+
+    # 2. both copies, as conda-forge's include_paths gave them before its issue 447: the same headers
+    #    under two spellings come from both prefixes and redefine each other
+    both = [str(host / "include"), str(host / "include/torch/csrc/api/include"), str(build_include)]
+    conflict = compile_small_extension(both, host / "include", tmp_path, "-fsyntax-only", "-fmax-errors=1")
+    assert conflict.returncode != 0
+    assert re.search(r"conflicting declaration|redefinition", conflict.stderr), conflict.stderr[-2000:]
+
+    # 3. the decision: keep the link, and patch 0015 makes include_paths use the target prefix's headers
+    #    alone in a cross build; it compiles, from the target's headers only
+    patched_module = patched_cpp_extension(merged, tmp_path / "patched")
+    patched = cpp_extension_paths(merged, patched_module, prefix=str(host))["cpu"]
+    assert patched == [str(host / "include"), str(host / "include" / "torch" / "csrc" / "api" / "include")]
+    deps = compile_small_extension(patched, host / "include", tmp_path, "-M")
+    assert torch_headers_used(deps.stdout) == {str(host)}
+    compiled = compile_small_extension(patched, host / "include", tmp_path, "-fsyntax-only")
+    assert compiled.returncode == 0, compiled.stderr[-2000:]
+
+    # natively (sysconfig's prefix is the environment the link points into) nothing changes
+    assert cpp_extension_paths(merged, patched_module)["cpu"] == cpp_extension_paths(merged, original)["cpu"]

@@ -273,10 +273,10 @@ def size_and_speed_settings(build: CondaBuild) -> list[Setting]:
             Setting(
                 "USE_MKLDNN",
                 "ON",
-                "oneDNN (the bundled ideep/oneDNN) for CPU kernels on every Linux build: upstream turns it "
-                "on by default only on x86 (CMakeLists.txt's cmake_dependent_option defaults to CPU_INTEL), "
-                "so linux-aarch64 would lose it; CUDA builds keep it for machines without a GPU (conda-forge "
-                "build.sh exports USE_MKLDNN=1 on Linux)",
+                "oneDNN (the bundled ideep/oneDNN) for CPU kernels on every Linux build: PyTorch's "
+                "CMakeLists.txt defaults USE_MKLDNN to CPU_INTEL (optional on AArch64), so linux-aarch64 "
+                "would lose it; CUDA builds keep it for machines without a GPU (conda-forge's build.sh "
+                "exports USE_MKLDNN=1 on Linux, CPU and CUDA)",
             )
         )
     cuda = build.cuda_version

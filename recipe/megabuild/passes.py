@@ -27,7 +27,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from megabuild import environment, report
+from megabuild import activation, environment, report
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
 from megabuild.cross import use_build_machine_protoc
@@ -252,6 +252,14 @@ def pass_stage_libtorch(ctx: PassContext) -> report.PassRecord:
             "a later pass rebuilt it (see build/megabuild-report.json); fix that pass before packaging"
         )
     staged = _stage(ctx, LIBTORCH, ctx.trees(ctx.install_tree))
+    if ctx.build.cuda_version and ctx.pending_stage is not None:
+        # CF_TORCH_CUDA_ARCH_LIST for downstream builds (megabuild/activation.py): written into the assembled
+        # package, so it moves into PREFIX with libtorch's files, all or nothing
+        scripts = activation.write_activation_scripts(
+            ctx.pending_stage.scratch, ctx.env["TORCH_CUDA_ARCH_LIST"]
+        )
+        ctx.pending_stage.staged.files.extend(scripts)
+        staged += len(scripts)
     return _record(
         name="2 libtorch", package=LIBTORCH, started=started, work=PassWork([], [], []), expected=[],
         staged=staged,

@@ -1,9 +1,10 @@
 """Package test of pytorch: a curated part of PyTorch's own test suite, within a time budget.
 
 Runs each selection with pytest from the source tree's test/ directory (the recipe's test/source_files),
-one after the other, until the budget is used up. A failing selection fails the package test; a selection
-that runs past the remaining budget counts as a failure too (a hang); selections not started because the
-budget ran out are listed, not failed, so slow CI machines still test the most important part first.
+one after the other. The run fails when a selection fails, when one runs past the remaining budget (a
+hang), when the budget runs out before a selection started (its tests were not run: a slow machine must
+raise the budget, not pass silently), and when a selection collects no test at all (its keyword no longer
+matches upstream's names). Known failures are deselected by SKIPS, each with its reason and evidence.
 
     python run_upstream_tests.py --budget-seconds=1800 [--device=cuda]
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -44,18 +46,62 @@ CUDA_SELECTIONS: tuple[Selection, ...] = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Skip:
+    """Tests deselected where ``where`` says (a -k expression), why, and the evidence for it."""
+
+    keyword: str
+    why: str
+    evidence: str
+    where: str = "all"  # "all", "aarch64" or "cuda"
+
+
+# conda-forge/pytorch-cpu-feedstock 74dd3d46, recipe/meta.yaml (2.13.0's package tests): line numbers below.
+_FEEDSTOCK = "conda-forge/pytorch-cpu-feedstock 74dd3d46 recipe/meta.yaml"
+SKIPS: tuple[Skip, ...] = (
+    Skip("TestTorch and test_print", "deselected by conda-forge's 2.13.0 tests, which give no reason; "
+         "kept out until it has been run and understood on these builds", f"{_FEEDSTOCK}:460"),
+    Skip("TestNN and test_module_backcompat", "downloads a legacy module from download.pytorch.org; "
+         "test machines may have no network", f"{_FEEDSTOCK}:461-462"),
+    Skip("test_layer_norm_backwards_eps", "minor tolerance violations", f"{_FEEDSTOCK}:463,466"),
+    Skip("TestAutograd and (test_profiler_seq_nr or test_profiler_propagation)", "may crash spuriously",
+         f"{_FEEDSTOCK}:513-515"),
+    Skip("TestLinalgCPU and (test_cholesky_cpu_float32 or test_qr_cpu_float32)",
+         "gross float32 errors of OpenBLAS under QEMU emulation", f"{_FEEDSTOCK}:495-497,507,519-523",
+         "aarch64"),
+    Skip("test_pynode_destruction_deadlock", "times out under emulation", f"{_FEEDSTOCK}:495-496", "aarch64"),
+    Skip("TestTorch and test_index_add_correctness", "trivial accuracy problems on CUDA test machines",
+         f"{_FEEDSTOCK}:532,535", "cuda"),
+)  # fmt: skip
+
+
 def selections_for(device: str) -> tuple[Selection, ...]:
     return CPU_SELECTIONS + (CUDA_SELECTIONS if device == "cuda" else ())
 
 
-def pytest_command(selection: Selection) -> list[str]:
+def skips_for(device: str, machine: str) -> tuple[Skip, ...]:
+    wanted = {"all", "cuda" if device == "cuda" else "", "aarch64" if machine == "aarch64" else ""}
+    return tuple(skip for skip in SKIPS if skip.where in wanted)
+
+
+def pytest_command(selection: Selection, skips: tuple[Skip, ...] = ()) -> list[str]:
     command = [sys.executable, "-m", "pytest", selection.path, "-q", "-p", "no:cacheprovider", "-rf"]
-    if selection.keyword:
-        command += ["-k", selection.keyword]
+    keyword = selection.keyword or ""
+    if skips:
+        deselected = " or ".join(f"({skip.keyword})" for skip in skips)
+        keyword = f"({keyword}) and not ({deselected})" if keyword else f"not ({deselected})"
+    if keyword:
+        command += ["-k", keyword]
     return command
 
 
-def run(selections: tuple[Selection, ...], source_dir: Path, budget: float) -> int:
+# pytest's exit status when it collected (or selected) no test
+NO_TESTS_COLLECTED = 5
+
+
+def run(
+    selections: tuple[Selection, ...], source_dir: Path, budget: float, skips: tuple[Skip, ...] = ()
+) -> int:
     missing = [s.path for s in selections if not (source_dir / s.path).is_file()]
     if missing:
         print(
@@ -69,19 +115,26 @@ def run(selections: tuple[Selection, ...], source_dir: Path, budget: float) -> i
     for index, selection in enumerate(selections):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            skipped = ", ".join(s.path for s in selections[index:])
-            print(f"budget of {budget:.0f}s used up; not run: {skipped}")
+            not_run = ", ".join(s.path for s in selections[index:])
+            failed.append(f"budget of {budget:.0f}s used up before these selections ran: {not_run}")
             break
         label = f"{selection.path} -k {selection.keyword!r}" if selection.keyword else selection.path
         print(f"== {label} ({selection.why}); {remaining:.0f}s left", flush=True)
         try:
             result = subprocess.run(
-                pytest_command(selection), check=False, cwd=source_dir, env=environment, timeout=remaining
+                pytest_command(selection, skips),
+                check=False,
+                cwd=source_dir,
+                env=environment,
+                timeout=remaining,
             )
         except subprocess.TimeoutExpired:
-            failed.append(f"{label} (still running when the budget ran out)")
+            not_run = "".join(f", then not run: {s.path}" for s in selections[index + 1 :])
+            failed.append(f"{label} (still running when the budget ran out{not_run})")
             break
-        if result.returncode != 0:
+        if result.returncode == NO_TESTS_COLLECTED:
+            failed.append(f"{label} (selected no test: has upstream renamed them?)")
+        elif result.returncode != 0:
             failed.append(f"{label} (pytest exit status {result.returncode})")
     for failure in failed:
         print(f"FAIL: {failure}", file=sys.stderr)
@@ -101,7 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    return run(selections_for(device), args.source_dir, args.budget_seconds)
+    skips = skips_for(device, platform.machine())
+    for skip in skips:
+        print(f"deselected: {skip.keyword!r}: {skip.why} ({skip.evidence})")
+    return run(selections_for(device), args.source_dir, args.budget_seconds, skips)
 
 
 if __name__ == "__main__":

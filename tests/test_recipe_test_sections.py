@@ -1,0 +1,69 @@
+"""The package tests as conda-build would run them: requirements, files and commands of the rendered
+test sections (recipe_render's emulation of conda-build, per configuration of the issue's table)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from recipe_matrix import CONFIGURATIONS, RECIPE, Configuration
+
+from tests.test_recipe_outputs import rendered
+
+configurations = pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.id)
+CUDA_DEV = ("cuda-cudart-dev", "cuda-nvrtc-dev", "libcublas-dev", "libcusolver-dev", "libcudnn-dev", "nccl")
+
+
+def outputs(configuration: Configuration, name: str):
+    return [o for o in rendered(configuration).outputs if o.name == name]
+
+
+def names(specs: list[str]) -> set[str]:
+    return {spec.split()[0] for spec in specs}
+
+
+@configurations
+def test_cuda_tests_can_build_cmake_consumers_and_cuda_extensions(configuration: Configuration) -> None:
+    for output in outputs(configuration, "libtorch") + outputs(configuration, "pytorch"):
+        required = names(output.test.get("requires", []))
+        host = names(output.requirements.host)
+        nvcc = any(name.startswith("cuda_compiler") or name.startswith("cuda-nvcc") for name in required)
+        if configuration.is_cuda:
+            assert nvcc, (output.name, sorted(required))
+            assert set(CUDA_DEV) <= required, (output.name, set(CUDA_DEV) - required)
+            # every CUDA dev package the build used is there for find_package(Torch) again
+            assert {n for n in host if n.startswith(("cuda-", "libcu"))} <= required
+        else:
+            assert not nvcc and not required & set(CUDA_DEV)
+
+
+@configurations
+def test_pytorch_checks_complex_dot_and_the_built_in_features(configuration: Configuration) -> None:
+    for pytorch in outputs(configuration, "pytorch"):
+        commands = pytorch.test["commands"]
+        (features,) = [c for c in commands if c.startswith("python tests/check_build_features.py")]
+        required = set(features.split("--require")[1].split())
+        expected = {"distributed"}
+        if configuration.subdir != "osx-arm64":
+            expected.add("onednn")
+        if configuration.is_cuda:
+            expected |= {"cudnn", "nccl"}
+        assert required == expected
+        assert ("python tests/check_cuda_extension.py" in commands) == configuration.is_cuda
+        for path in pytorch.test["files"]:
+            assert (RECIPE / path).exists(), path
+
+
+@configurations
+def test_test_tools_are_pinned(configuration: Configuration) -> None:
+    for pytorch in outputs(configuration, "pytorch"):
+        specs = {spec.split()[0]: spec for spec in pytorch.test["requires"]}
+        for tool in ("pytest", "pytest-timeout", "expecttest", "hypothesis"):
+            assert re.search(r"<\d", specs[tool]), specs[tool]  # an upper bound
+
+
+@configurations
+def test_cuda_libtorch_checks_its_arch_list_activation(configuration: Configuration) -> None:
+    (libtorch,) = outputs(configuration, "libtorch")
+    commands = " ".join(libtorch.test["commands"])
+    assert ("CF_TORCH_CUDA_ARCH_LIST" in commands) == configuration.is_cuda
