@@ -87,13 +87,17 @@ def checkpoint(name: str) -> None:
 
 def run_child(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
     """Run ``command`` in its own process group; on interruption stop that group, then re-raise."""
-    process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), start_new_session=True)
-    say(f"  (process group {process.pid})")
+    process: subprocess.Popen | None = None
+    # Everything after the start is inside the try: a signal that lands while the group id is being
+    # printed (the fault-injection test signals right when it reads that line) must stop the group too.
     try:
+        process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), start_new_session=True)
+        say(f"  (process group {process.pid})")
         return process.wait()
     except BaseException as exc:
-        forwarded = exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM
-        stop_group(process, forwarded)
+        if process is not None:
+            forwarded = exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM
+            stop_group(process, forwarded)
         raise
 
 
