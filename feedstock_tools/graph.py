@@ -216,14 +216,15 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ToolError(f"unknown --formats {', '.join(unknown)}: use a comma list of dot, svg, png")
     images = tuple(f for f in formats if f in IMAGE_FORMATS)
-    if images and shutil.which("dot") is None:
-        raise ToolError(
-            "Graphviz `dot` is not on PATH: install it (apt-get install graphviz) or pass --formats dot"
-        )
+    # The input first: a wrong directory is the problem to name even where Graphviz is missing too.
     structure = read_build_structure(args.build_dir)
     if not structure.targets:
         raise ToolError(
             f"{args.build_dir}/build.ninja links no libraries or executables: is it a CMake build?"
+        )
+    if images and shutil.which("dot") is None:
+        raise ToolError(
+            "Graphviz `dot` is not on PATH: install it (apt-get install graphviz) or pass --formats dot"
         )
     written = write_outputs(
         structure,

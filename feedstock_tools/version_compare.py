@@ -104,7 +104,10 @@ def _agree(upstream: str, conda: str) -> bool:
     upstream, conda = _exact(upstream), _exact(conda)
     upstream_bound, conda_bound = is_bound(upstream), is_bound(conda)
     if upstream_bound and conda_bound:
-        return _normalise_bound(upstream) == _normalise_bound(conda)
+        # Equal bounds agree, and so does a conda bound that keeps every upstream clause and adds its own
+        # (setuptools >=77.0.3,<82 against upstream's >=77.0.3: every version conda installs is one upstream
+        # accepts). Anything else may let conda install what upstream rules out, or the reverse.
+        return set(_normalise_bound(upstream)) <= set(_normalise_bound(conda))
     if upstream_bound:
         return satisfies(conda, upstream)
     if conda_bound:

@@ -313,7 +313,10 @@ def test_cuda_wheel_metadata_fills_the_cuda_rows() -> None:
     # The PyPI build uses one CUDA; conda-forge builds two, so the older one is flagged.
     assert rows["cuda"]["mismatch"] and "12.9" in rows["cuda"]["reason"]
     # An exact wheel pin agrees with conda-forge's major pin.
-    assert not rows["nccl"]["mismatch"] and not rows["cudnn"]["mismatch"]
+    assert not rows["cudnn"]["mismatch"]
+    # The recipe caps nccl below 2.29 for its CUDA 12.9 builds (old GPU architectures break with 2.29,
+    # pytorch-cpu-feedstock f0218b70); the CUDA 13 wheel's 2.29.7 is outside that cap, so the row is flagged.
+    assert rows["nccl"]["mismatch"] and "<2.29" in rows["nccl"]["reason"]
     if not rows["triton"]["recipe"]:
         assert rows["triton"]["mismatch"], "a run requirement of the wheel the recipe lacks is flagged"
 
@@ -404,6 +407,8 @@ def test_json_output_and_unwritable_destination(upstream_tree: Path, tmp_path: P
         (["2025.3.0"], ["2026"], False),
         ([">=1.13.3"], [">=1.13.3"], True),
         ([">=1.13.3"], [">=1.14"], False),
+        ([">=77.0.3"], [">=77.0.3,<82"], True),  # conda narrows upstream's range: every install fits it
+        ([">=77.0.3,<82"], [">=77.0.3"], False),  # conda would install what upstream rules out
         ([">=4.10.0"], ["4.12.2"], True),
         (["3.7.0"], [">=3.8,<3.9"], False),
         (["*"], ["2"], True),

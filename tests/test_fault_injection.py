@@ -174,6 +174,14 @@ def test_sigterm_while_assembling_stages_nothing(build: CondaBuildDouble) -> Non
     assert "lib/libc10.so" in build.packages["libtorch"]
 
 
+def test_sigterm_in_the_middle_of_the_move_takes_the_package_back(build: CondaBuildDouble) -> None:
+    result = build.run("libtorch", None, MEGABUILD_TEST_SIGNAL_AT="staging-half-moved")
+    assert result.returncode == 128 + signal.SIGTERM
+    one_line_error(result.stderr, "interrupted by SIGTERM", "nothing of this pass was staged")
+    assert result.added == [] and beside_prefix(build) == []  # type: ignore[attr-defined]
+    assert "took back" in result.stdout
+
+
 def test_sigkill_in_the_middle_of_the_move_is_taken_back_by_the_next_run(build: CondaBuildDouble) -> None:
     build.provision(None)
     returncode, _, _ = finish(driver(build, "libtorch", None, MEGABUILD_TEST_SIGNAL_AT="staging-half-moved",

@@ -319,7 +319,11 @@ def test_entries_outside_the_known_keys() -> None:
 
 
 def test_probe_of_a_missing_interpreter(tmp_path: Path) -> None:
-    with pytest.raises(RetargetError, match=r"no Python interpreter at .*: add python to this output's host"):
+    with pytest.raises(
+        RetargetError,
+        match=r"cannot run the Python interpreter .*bin/python \(No such file or directory\): add python to "
+        r"this output's host",
+    ):
         probe(tmp_path / "bin" / "python")
 
 

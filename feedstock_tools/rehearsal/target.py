@@ -176,9 +176,9 @@ def make_target_interpreter(venv: Path, minor: str, target: Target) -> None:
     (site / "_rehearsal_target.pth").write_text("import _rehearsal_target\n")
     # compiled now, so the bytecode is part of the prefix before a build script runs, never a new file
     # that conda-build would package
-    subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import sysconfig; sysconfig.get_config_vars()"], check=True
-    )
+    # (compileall writes them even where PYTHONDONTWRITEBYTECODE is set; build scripts do not inherit it)
+    sources = [str(site / f"{name}.py"), str(site / "_rehearsal_target.py")]
+    subprocess.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", *sources], check=True)
 
 
 def _host_sysconfigdata_name() -> str:

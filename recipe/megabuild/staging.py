@@ -277,9 +277,10 @@ class PreparedStage:
     def commit(self) -> None:
         """Move every entry into PREFIX by renames, with signals deferred and a journal for SIGKILL.
 
-        A signal that arrived before the move cancels it (nothing staged); one arriving during the move
-        waits until the package is complete. The journal lists what is being moved: if the process is
-        killed outright, the next staging into this PREFIX takes those files back first."""
+        A signal that arrived before the move cancels it; one arriving during the move is held until the
+        move is complete, and then the moved files are taken back: an interrupted pass stages nothing. The
+        journal lists what is being moved: if the process is killed outright, the next staging into this
+        PREFIX takes those files back first."""
         relatives = [*self.staged.files, *self.staged.links]
         with no_interruption():
             if pending():
@@ -287,7 +288,12 @@ class PreparedStage:
             self.area.write_journal(relatives)
             try:
                 _move_into(self.scratch, self.prefix, relatives)
-            finally:  # moved in full, or taken back by _move_into: the journal has done its job
+            except BaseException:  # _move_into took back what it had moved
+                self.area.journal.unlink()
+                raise
+            if pending():
+                self.area.recover()  # by the journal, as after a kill
+            else:
                 self.area.journal.unlink()
 
 
