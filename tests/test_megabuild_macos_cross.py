@@ -50,6 +50,7 @@ def test_macos_builds_distributed_and_mps(target: str):
 def test_linux_gets_none_of_the_macos_settings():
     env = upstream(conda_environ())
     assert not {"USE_DISTRIBUTED", "USE_MPS", "LDFLAGS_LD"} & set(env)
+    assert env["USE_MKLDNN"] == "ON"  # oneDNN on every Linux build (environment.size_and_speed_settings)
     assert env["Python_ROOT_DIR"] == "/p"
 
 

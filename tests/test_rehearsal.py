@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from megabuild import activation
 
 from feedstock_tools.rehearsal import ninja_log, report
 from feedstock_tools.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
@@ -217,6 +218,13 @@ def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) ->
     assert misplaced == {}, "installed files in no package or in packages of several names"
 
     accounted = set(installed)
+    # CUDA libtorch adds its CF_TORCH_CUDA_ARCH_LIST activation scripts (recipe/megabuild/activation.py)
+    cuda = any(result.step.name == "libtorch-cuda-linalg" for result in rehearsal.results)
+    for result in rehearsal.results:
+        if cuda and result.step.name == "libtorch":
+            scripts = {activation.ACTIVATE, activation.DEACTIVATE}
+            assert scripts <= set(result.new_files), f"{result.step.label} lacks the activation scripts"
+            accounted |= scripts
     checked = []
     for result in rehearsal.results:
         if result.step.name != "pytorch":
