@@ -124,24 +124,20 @@ def _copy_feedstock(tmp_path: Path) -> Path:
     return root
 
 
+def _render_ci(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``python -m feedstock_tools render-ci`` on a copy of the feedstock, as a maintainer runs it."""
+    command = [sys.executable, "-m", "feedstock_tools", "render-ci", *options, "--root", str(root)]
+    command += ["--pinning", str(PINNING)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+
+
 def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
     root = _copy_feedstock(tmp_path)
     configs = sorted((root / ".ci_support").glob("*.yaml"))
     configs[0].unlink()
     (root / ".ci_support" / "linux_64_stale.yaml").write_text("python:\n- '2.7'\n")
     configs[1].write_text(configs[1].read_text().replace("- '3.10'", "- '3.9'"))
-    command = [
-        sys.executable,
-        "-m",
-        "feedstock_tools",
-        "render-ci",
-        "--check",
-        "--root",
-        str(root),
-        "--pinning",
-        str(PINNING),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    result = _render_ci(root, "--check")
     assert result.returncode == 1
     assert f"missing: .ci_support/{configs[0].name}" in result.stdout
     assert "extra: .ci_support/linux_64_stale.yaml" in result.stdout
@@ -149,9 +145,7 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         "error: 3 CI file(s) differ from a rerender; run: python -m feedstock_tools render-ci"
     )
-    fixed = subprocess.run(
-        [c for c in command if c != "--check"], capture_output=True, text=True, cwd=REPO, check=False
-    )
+    fixed = _render_ci(root)
     assert fixed.returncode == 0
     assert not (root / ".ci_support" / "linux_64_stale.yaml").exists()
     assert ci_support.drift(root, PINNING) == []
@@ -229,18 +223,7 @@ def test_check_reports_template_drift_lost_exec_bits_and_skip_render_gaps(tmp_pa
     environment = smithy_templates.smithy_jinja_environment(root)
     assert environment.get_template("build_steps.sh.tmpl").render() == script.read_text()
     assert environment.get_template("circle.yml.tmpl").render() == "version: 2\n"
-    command = [
-        sys.executable,
-        "-m",
-        "feedstock_tools",
-        "render-ci",
-        "--check",
-        "--root",
-        str(root),
-        "--pinning",
-        str(PINNING),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    result = _render_ci(root, "--check")
     assert result.returncode == 1
     assert result.stderr.strip() == (
         "error: 3 CI file(s) differ from a rerender; "
