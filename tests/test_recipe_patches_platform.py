@@ -1,8 +1,8 @@
 """The macOS and cross-compilation patches 0010-0012: what they change, and that 0012's CMake works.
 
 That they apply strictly to 2.13.0's lines is test_recipe_patches.py's check, on the lines conda-forge's
-2.13.0 patches 0019, 0021 and 0022 show as context (tests/patch_preimages.py); the tests here start from the
-same pre-image tree.
+2.13.0 patches 0019, 0021 and 0022 show as context (in tests/patch_fixtures/pytorch-2.13.0-preimage.txt);
+the tests here start from the same pre-image tree.
 """
 
 from __future__ import annotations
