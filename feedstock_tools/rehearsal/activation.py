@@ -30,6 +30,15 @@ def _tool(name: str) -> str:
     return shutil.which(name) or name
 
 
+def _debug_prefix_maps(src_dir: Path, prefix: Path, pkg_name: str, pkg_version: str) -> str:
+    """conda-forge's compiler activations (gcc and clang alike) map the work directory to a per-package
+    source path in debug info: it names PKG_NAME, so it differs between the outputs of one recipe."""
+    return (
+        f"-fdebug-prefix-map={src_dir}=/usr/local/src/conda/{pkg_name}-{pkg_version} "
+        f"-fdebug-prefix-map={prefix}=/usr/local/src/conda-prefix"
+    )
+
+
 def compiler_activation(
     *,
     prefix: Path,
@@ -43,12 +52,7 @@ def compiler_activation(
     """The variables conda-forge's gcc/gxx activation exports for one output."""
     triplet = TRIPLETS.get(target_platform, TRIPLETS["linux-64"])
     tuning = TUNING.get(target_platform, TUNING["linux-64"])
-    # conda-forge maps the work directory to a per-package source path in debug info: it names
-    # PKG_NAME, so it differs between the outputs of one recipe.
-    debug_maps = (
-        f"-fdebug-prefix-map={src_dir}=/usr/local/src/conda/{pkg_name}-{pkg_version} "
-        f"-fdebug-prefix-map={prefix}=/usr/local/src/conda-prefix"
-    )
+    debug_maps = _debug_prefix_maps(src_dir, prefix, pkg_name, pkg_version)
     hardening = "-fPIC -fstack-protector-strong -fno-plt"
     common = f"{tuning} {hardening} -O2 -ffunction-sections -pipe -isystem {prefix}/include"
     tools = {name: _tool(program) for name, program in TOOLS.items()}
@@ -144,10 +148,7 @@ def clang_activation(
 ) -> dict[str, str]:
     """The variables conda-forge's clang/clangxx activation exports for an osx output, pointing at the
     rehearsal's stand-in compilers ``<triplet>-clang``/``-clang++`` in BUILD_PREFIX/bin."""
-    debug_maps = (
-        f"-fdebug-prefix-map={src_dir}=/usr/local/src/conda/{pkg_name}-{pkg_version} "
-        f"-fdebug-prefix-map={prefix}=/usr/local/src/conda-prefix"
-    )
+    debug_maps = _debug_prefix_maps(src_dir, prefix, pkg_name, pkg_version)
     tuning = _CLANG_TUNING[target_platform]
     cflags = f"{tuning}{_CLANG_CFLAGS} -isystem {prefix}/include {debug_maps}"
     cxxflags = f"{tuning}{_CLANG_CFLAGS} {_CLANG_CXX_ONLY} -isystem {prefix}/include {debug_maps}"
