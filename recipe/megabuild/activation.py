@@ -12,9 +12,9 @@ value activation set.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from megabuild.atomic_file import write_text
 from megabuild.errors import MegabuildError
 
 VARIABLE = "CF_TORCH_CUDA_ARCH_LIST"
@@ -64,11 +64,7 @@ def write_activation_scripts(prefix: Path, arch_list: str) -> list[str]:
                     "from the host requirements"
                 )
             target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False) as handle:
-                handle.write(text)
-            os.chmod(handle.name, 0o644)
-            os.replace(handle.name, target)
-            written.append(target)
+            written.append(write_text(target, text, mode=0o644))
     except BaseException:
         for target in written:
             target.unlink()

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from megabuild.atomic_file import write_text
 from megabuild.errors import MegabuildError
 
 # The cache entry types CMake knows (cmState::StringToCacheEntryType).
@@ -213,17 +213,8 @@ class CMakeCache:
         target = Path(path) if path is not None else self.path
         if target is None:
             raise CMakeCacheError("no path to write the cache to: pass one to write()")
-        fd, tmp_name = tempfile.mkstemp(prefix=".CMakeCache.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as handle:
-                handle.write(self.render())
-            if target.exists():
-                os.chmod(tmp_name, target.stat().st_mode & 0o7777)
-            os.replace(tmp_name, target)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        return target
+        mode = target.stat().st_mode & 0o7777 if target.exists() else None
+        return write_text(target, self.render(), mode=mode, errors="surrogateescape", newline="")
 
     # --- internals ---------------------------------------------------------------------------------------
 

@@ -11,10 +11,10 @@ libprotobuf, so the change is never packaged.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
+from megabuild.atomic_file import write_text
 from megabuild.conda_env import CondaBuild
 from megabuild.environment import is_cross
 
@@ -32,7 +32,4 @@ def use_build_machine_protoc(build: CondaBuild) -> Path | None:
     changed = _LOCATION.sub(lambda _: replacement, text)
     if changed == text:
         return None
-    scratch = targets.with_name(f".{targets.name}.megabuild")
-    scratch.write_text(changed)
-    os.replace(scratch, targets)
-    return targets
+    return write_text(targets, changed, mode=targets.stat().st_mode & 0o7777)

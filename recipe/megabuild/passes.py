@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from megabuild import activation, environment, report
+from megabuild.atomic_file import write_text
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
 from megabuild.cross import use_build_machine_protoc
@@ -461,14 +462,7 @@ def _retargeted_from(ctx: PassContext, cache: CMakeCache) -> PythonFacts | None:
 
 
 def _write_json(path: Path, data: object) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def _check_reconfigure_inputs(ctx: PassContext, state: dict) -> None:

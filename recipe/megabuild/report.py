@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from megabuild.atomic_file import write_text
 from megabuild.errors import MegabuildError
 
 REPORT_NAME = "megabuild-report.json"
@@ -50,15 +49,7 @@ def append(build_dir: Path, record: PassRecord, fresh: bool = False) -> list[Pas
     records.append(record)
     payload = {"format": 1, "passes": [asdict(r) for r in records]}
     build_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".megabuild-report.", dir=build_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-        os.replace(tmp, build_dir / REPORT_NAME)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(build_dir / REPORT_NAME, json.dumps(payload, indent=1, sort_keys=True) + "\n")
     return records
 
 

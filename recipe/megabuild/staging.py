@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from megabuild.atomic_file import write_text
 from megabuild.errors import MegabuildError, os_error_line
 from megabuild.interrupt import checkpoint, no_interruption, pending
 from megabuild.log import say
@@ -340,16 +341,8 @@ class _StagingArea:
                 say(f"removed {leftover}, left by an interrupted staging")
 
     def write_journal(self, relatives: list[str]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=self.journal.name, dir=self.dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"prefix": str(self.prefix), "moved": relatives}, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.journal)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        record = json.dumps({"prefix": str(self.prefix), "moved": relatives})
+        write_text(self.journal, record, durable=True, prefix=self.journal.name)
 
 
 def _alive(pid: int) -> bool:
