@@ -19,7 +19,6 @@ endgroup "Start Docker"
 startgroup "Configuring conda"
 BUILD_COMMAND="$(python "${FEEDSTOCK_ROOT}/.scripts/ci_settings.py" build-command)"
 read -r -a build_deps <<< "$(python "${FEEDSTOCK_ROOT}/.scripts/ci_settings.py" build-deps)"
-TEST_POLICY="$(python "${FEEDSTOCK_ROOT}/.scripts/ci_settings.py" test-policy)"
 
 cat > ~/.condarc <<CONDARC
 conda-build:
@@ -39,12 +38,11 @@ source run_conda_forge_build_setup
 make_build_number "${FEEDSTOCK_ROOT}" "${RECIPE_ROOT}" "${CONFIG_FILE}"
 
 extra_options=()
-# test: native_and_emulated -- a cross-compiled target is tested only when the build machine can
-# run it (linux targets through qemu); osx-arm64 built on osx-64 is not tested.
-if [[ "${HOST_PLATFORM:-}" != "${BUILD_PLATFORM:-}" && "${BUILD_WITH_CONDA_DEBUG:-0}" != 1 ]]; then
-    if [[ "${TEST_POLICY}" == "native" || ( "${TEST_POLICY}" == "native_and_emulated" && "${HOST_PLATFORM:-}" != linux-* ) ]]; then
-        extra_options+=(--no-test)
-    fi
+if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" != 1 ]]; then
+    # conda-forge.yml's test policy for this target: cross-compiled linux targets run their tests
+    # under qemu (the workflow registers it), or --no-test
+    test_options="$(python "${FEEDSTOCK_ROOT}/.scripts/ci_settings.py" test-options "${CONFIG_FILE}")"
+    read -r -a extra_options <<< "${test_options}"
 fi
 endgroup "Configuring conda"
 

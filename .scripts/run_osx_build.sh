@@ -17,7 +17,8 @@ source "${THISDIR}/logging_utils.sh"
 startgroup "Provisioning base env with micromamba"
 if [[ ! -x "${MINIFORGE_HOME}/bin/conda" ]]; then
     micromamba_exe="$(mktemp -d)/micromamba"
-    curl -fsSL "https://micro.mamba.pm/api/micromamba/osx-64/latest" | tar -xj -C "$(dirname "${micromamba_exe}")" --strip-components=1 bin/micromamba
+    case "$(uname -m)" in arm64) runner_subdir=osx-arm64 ;; *) runner_subdir=osx-64 ;; esac
+    curl -fsSL "https://micro.mamba.pm/api/micromamba/${runner_subdir}/latest" | tar -xj -C "$(dirname "${micromamba_exe}")" --strip-components=1 bin/micromamba
     "${micromamba_exe}" create --yes --root-prefix "${MINIFORGE_HOME}" --prefix "${MINIFORGE_HOME}" \
         --channel conda-forge python mamba conda
 fi
@@ -26,7 +27,6 @@ source "${MINIFORGE_HOME}/etc/profile.d/conda.sh"
 conda activate base
 BUILD_COMMAND="$(python "${THISDIR}/ci_settings.py" build-command)"
 read -r -a build_deps <<< "$(python "${THISDIR}/ci_settings.py" build-deps)"
-TEST_POLICY="$(python "${THISDIR}/ci_settings.py" test-policy)"
 mamba install --update-specs --yes --quiet --channel conda-forge --strict-channel-priority \
     pip "${build_deps[@]}" "conda-forge-ci-setup=4" "conda-build>=24.1"
 endgroup "Provisioning base env with micromamba"
@@ -36,9 +36,11 @@ setup_conda_rc "${FEEDSTOCK_ROOT}" "${RECIPE_ROOT}" "${CONFIG_FILE}"
 source run_conda_forge_build_setup
 make_build_number "${FEEDSTOCK_ROOT}" "${RECIPE_ROOT}" "${CONFIG_FILE}"
 extra_options=()
-if [[ "${HOST_PLATFORM:-}" != "${BUILD_PLATFORM:-}" && "${TEST_POLICY}" != "all" ]]; then
-    # osx-arm64 built on an x86_64 runner cannot run its own tests
-    extra_options+=(--no-test)
+if [[ "${BUILD_WITH_CONDA_DEBUG:-0}" != 1 ]]; then
+    # conda-forge.yml's test policy for this target: osx-64 built on Apple silicon runs its tests under
+    # Rosetta 2 (installed here on CI when missing; without it the build stops rather than upload untested)
+    test_options="$(python "${THISDIR}/ci_settings.py" test-options "${CONFIG_FILE}")"
+    read -r -a extra_options <<< "${test_options}"
 fi
 endgroup "Configuring conda"
 

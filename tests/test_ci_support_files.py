@@ -1,10 +1,7 @@
-"""The standard-library CI-file reader (used by build-locally.py) against PyYAML; .scripts/ci_settings.py."""
+"""The standard-library CI-file reader (build-locally.py, .scripts/ci_settings.py) against PyYAML."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -58,26 +55,3 @@ def test_summary_of_a_cuda_configuration() -> None:
     assert (summary.target_platform, summary.blas, summary.cuda) == ("linux-64", "mkl", "13.0")
     assert summary.pythons == tuple(value.split(".*")[0] for value in data["python"])
     assert summary.docker_image == data["docker_image"][0]
-
-
-@pytest.mark.parametrize(
-    ("tool", "command", "deps"),
-    [("conda-build", "conda-build", "conda-build"), ("mambabuild", "conda-mambabuild", "conda-build boa")],
-)
-def test_build_scripts_honour_conda_build_tool(tmp_path: Path, tool: str, command: str, deps: str) -> None:
-    shutil.copytree(REPO / ".scripts", tmp_path / ".scripts")
-    (tmp_path / "feedstock_tools").mkdir()
-    for module in ("__init__.py", "ci_files.py"):
-        shutil.copy2(REPO / "feedstock_tools" / module, tmp_path / "feedstock_tools")
-    forge = (REPO / "conda-forge.yml").read_text()
-    (tmp_path / "conda-forge.yml").write_text(
-        forge.replace("conda_build_tool: conda-build", f"conda_build_tool: {tool}")
-    )
-    script = tmp_path / ".scripts" / "ci_settings.py"
-
-    def setting(name: str) -> str:
-        result = subprocess.run([sys.executable, script, name], capture_output=True, text=True, check=True)
-        return result.stdout.strip()
-
-    assert (setting("build-command"), setting("build-deps")) == (command, deps)
-    assert setting("test-policy") == "native_and_emulated"

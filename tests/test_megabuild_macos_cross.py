@@ -17,7 +17,7 @@ CLANG_LDFLAGS = "-Wl,-headerpad_max_install_names -Wl,-dead_strip_dylibs -Wl,-rp
 CLANG_LDFLAGS_LD = "-headerpad_max_install_names -dead_strip_dylibs -rpath /p/lib -L/p/lib"
 
 
-def osx_environ(target: str = "osx-64", build: str = "osx-64", **extra: str) -> dict[str, str]:
+def osx_environ(target: str = "osx-64", build: str = "osx-arm64", **extra: str) -> dict[str, str]:
     return conda_environ(
         SHLIB_EXT=".dylib",
         target_platform=target,
@@ -45,6 +45,13 @@ def test_macos_builds_distributed_and_mps(target: str):
     env = upstream(osx_environ(target))
     assert (env["USE_DISTRIBUTED"], env["USE_MPS"]) == ("ON", "ON")
     assert env.get("USE_MKLDNN") == ("OFF" if target == "osx-arm64" else None)
+
+
+@pytest.mark.parametrize("target", ["osx-64", "osx-arm64"])
+def test_osx_64_defines_target_os_osx_as_conda_forge_does(target: str):
+    env = upstream(osx_environ(target, CXXFLAGS="-O2 -std=c++17", CFLAGS="-O2"))
+    define = " -DTARGET_OS_OSX=1" if target == "osx-64" else ""
+    assert (env["CXXFLAGS"], env["CFLAGS"]) == (f"-O2{define}", f"-O2{define}")
 
 
 def test_linux_gets_none_of_the_macos_settings():

@@ -1,9 +1,10 @@
 """Rehearsals of the osx and cross-compiled configurations (simulated on linux-64: rehearsal/target.py).
 
-One configuration is rehearsed in full: osx-arm64, which is both a macOS target and a cross build (on
-osx-64), so it exercises the .dylib naming, the clang activation, cross-python and CMake's empty SOABI at
-once. The other configurations are checked without building (plan and environment), and one short
-rehearsal shows what the recipe's patch 0012 and the driver's _C check are for.
+One configuration is rehearsed in full: osx-64 (generic BLAS), which is both a macOS target and a cross
+build (on Apple silicon, conda-forge.yml's build_platform), so it exercises the .dylib naming, the clang
+activation, cross-python and CMake's empty SOABI at once. The other configurations are checked without
+building (plan and environment), and one short rehearsal shows what the recipe's patch 0012 and the driver's
+_C check are for.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.rehearsal
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CACHE = DEFAULT_WORK_ROOT / ".cache"
-OSX_ARM64 = CI_SUPPORT / "osx_arm64_.yaml"
+OSX_64 = CI_SUPPORT / "osx_64_blas_implgeneric.yaml"
 
 
 def _rehearsal(config: Path, work_root: Path) -> Rehearsal:
@@ -35,8 +36,9 @@ def _rehearsal(config: Path, work_root: Path) -> Rehearsal:
 
 
 @pytest.fixture(scope="module")
-def osx_arm64(tmp_path_factory: pytest.TempPathFactory, host_pythons) -> Rehearsal:
-    rehearsal = _rehearsal(OSX_ARM64, tmp_path_factory.mktemp("rehearsal-osx-arm64"))
+def osx_cross(tmp_path_factory: pytest.TempPathFactory, host_pythons) -> Rehearsal:
+    rehearsal = _rehearsal(OSX_64, tmp_path_factory.mktemp("rehearsal-osx-64"))
+    assert rehearsal.target.macos and rehearsal.target.cross
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MEGABUILD_STRICT", "1")  # a compile outside a pass's targets fails its step
         rehearsal.prepare()
@@ -49,16 +51,16 @@ def _readelf(path: Path, tag: str) -> list[str]:
     return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if f"({tag})" in line]
 
 
-def test_osx_arm64_compiles_each_object_once_and_passes_strict(osx_arm64: Rehearsal):
+def test_osx_cross_compiles_each_object_once_and_passes_strict(osx_cross: Rehearsal):
     from feedstock_tools.rehearsal import report
 
-    assert all(result.ok for result in osx_arm64.results)
-    ratio = report.work_ratio(osx_arm64)
+    assert all(result.ok for result in osx_cross.results)
+    ratio = report.work_ratio(osx_cross)
     assert ratio.ratio == 1.0, ratio.formula()
 
 
-def test_osx_arm64_libraries_are_dylibs_named_by_their_file(osx_arm64: Rehearsal):
-    (libtorch,) = [r for r in osx_arm64.results if r.step.name == "libtorch"]
+def test_osx_cross_libraries_are_dylibs_named_by_their_file(osx_cross: Rehearsal):
+    (libtorch,) = [r for r in osx_cross.results if r.step.name == "libtorch"]
     libraries = [f for f in libtorch.new_files if f.startswith("lib/")]
     assert libraries and all(f.endswith(".dylib") for f in libraries), libraries
     assert libtorch.package_dir is not None
@@ -67,20 +69,20 @@ def test_osx_arm64_libraries_are_dylibs_named_by_their_file(osx_arm64: Rehearsal
         assert _readelf(libtorch.package_dir / rel, "SONAME") == [Path(rel).name]
 
 
-def test_osx_arm64_pytorch_packages_carry_the_darwin_extension(osx_arm64: Rehearsal):
-    built = [r for r in osx_arm64.results if r.step.name == "pytorch"]
+def test_osx_cross_pytorch_packages_carry_the_darwin_extension(osx_cross: Rehearsal):
+    built = [r for r in osx_cross.results if r.step.name == "pytorch"]
     assert len(built) >= 4
     for result in built:
         nodot = result.step.python.replace(".", "")
-        suffix = targets.TARGETS["osx-arm64"].ext_suffix(nodot)
+        suffix = osx_cross.target.ext_suffix(nodot)
         assert f"lib/python{result.step.python}/site-packages/torch/_C{suffix}" in result.new_files
         assert "lib/libtorch_python.dylib" in result.new_files
 
 
-def test_osx_arm64_packages_import(osx_arm64: Rehearsal):
+def test_osx_cross_packages_import(osx_cross: Rehearsal):
     from feedstock_tools.rehearsal import report
 
-    checks = report.import_checks(osx_arm64)
+    checks = report.import_checks(osx_cross)
     assert checks and all(check.ok for check in checks), [c.detail for c in checks if not c.ok]
     assert all("-darwin.so" in check.detail for check in checks)
 
@@ -95,7 +97,7 @@ def test_every_configuration_gets_its_platforms_environment(config: Path, tmp_pa
     """The environment each step's build script gets (no build): naming, build machine, cross flags, and
     cross-python for every step that runs ${PYTHON} (all scripted steps but the staging-only libtorch)."""
     rehearsal = _rehearsal(config, tmp_path)
-    target = targets.TARGETS[load_config(config)["target_platform"][0]]
+    target = targets.target_for(load_config(config)["target_platform"][0], REPO_ROOT)
     for step in rehearsal.steps:
         if not step.has_script:
             continue
@@ -139,7 +141,7 @@ def test_without_cross_python_the_host_python_cannot_run(tmp_path: Path, host_py
 def test_without_patch_0012_the_pytorch_pass_stops_at_the_untagged_extension(tmp_path: Path, host_pythons):
     """The stand-in without the recipe's patch 0012 (CMake >= 4.1's empty cross SOABI): _C comes out as
     _C.so and the driver's staging check stops the pytorch pass with one line, staging nothing."""
-    rehearsal = _rehearsal(OSX_ARM64, tmp_path)
+    rehearsal = _rehearsal(OSX_64, tmp_path)
     rehearsal.prepare()
     environment = rehearsal.environment
 

@@ -148,4 +148,19 @@ def test_osx_configurations_are_simulated_and_windows_is_refused() -> None:
     with pytest.raises(
         ToolError, match=r"target_platform win-64 cannot be rehearsed .*Windows is not supported"
     ):
-        target_for("win-64")
+        target_for("win-64", REPO_ROOT)
+
+
+def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> None:
+    from feedstock_tools.rehearsal.target import target_for
+
+    # this feedstock: macOS on Apple silicon, linux-aarch64 cross-compiled on linux-64
+    osx_64, osx_arm64 = target_for("osx-64", REPO_ROOT), target_for("osx-arm64", REPO_ROOT)
+    assert (osx_64.build_subdir, osx_64.cross) == ("osx-arm64", True)
+    assert (osx_arm64.build_subdir, osx_arm64.cross) == ("osx-arm64", False)
+    assert target_for("linux-aarch64", REPO_ROOT).build_subdir == "linux-64"
+    (tmp_path / "conda-forge.yml").write_text("build_platform:\n  osx_arm64: osx_64\n")
+    assert target_for("osx-arm64", tmp_path).cross and not target_for("osx-64", tmp_path).cross
+    (tmp_path / "conda-forge.yml").write_text("build_platform:\n  osx_arm64: win_64\n")
+    with pytest.raises(ToolError, match=r"^conda-forge.yml builds osx-arm64 on win-64, .*fix build_platform"):
+        target_for("osx-arm64", tmp_path)

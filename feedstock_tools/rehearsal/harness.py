@@ -172,7 +172,9 @@ class Rehearsal:
             raise ToolError(
                 f"the rehearsal simulates every target on {targets.NATIVE}; this machine is {local_subdir()}"
             )
-        self.target = targets.target_for(self.steps[0].variant.get("target_platform", targets.NATIVE))
+        self.target = targets.target_for(
+            self.steps[0].variant.get("target_platform", targets.NATIVE), self.recipe_dir.parent
+        )
 
     # ---- layout ------------------------------------------------------------------------------------------
     @cached_property

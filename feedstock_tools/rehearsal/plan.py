@@ -106,8 +106,9 @@ def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
     from feedstock_tools.rehearsal.target import target_for
 
     config = load_config(config_path)
-    # conda-build renders on the machine that builds: osx-arm64's cross-python lines need osx-64 there
-    machine = target_for((config.get("target_platform") or ["linux-64"])[0]).build_subdir
+    # conda-build renders on the machine that builds: osx-64's cross-python lines need osx-arm64 there
+    target = (config.get("target_platform") or ["linux-64"])[0]
+    machine = target_for(target, recipe_dir.parent).build_subdir
     rendered = render_recipe(recipe_dir, config_path, build_subdir=machine)
     if rendered.top_level is None:
         raise ToolError(f"the recipe skips {config_path.name} (build/skip is true); pick another config")

@@ -3,14 +3,14 @@
 The stand-in is always compiled by this machine's gcc into ELF files. What a configuration of another
 target changes for the *recipe and driver* is simulated around that:
 
-* **Build machine and cross-compilation.** This project's CI builds osx-64 on osx-64, osx-arm64 on osx-64
-  and linux-aarch64 on linux-64 (README, "Configurations"), so ``build_platform`` is that machine and a
-  cross target gets ``CONDA_BUILD_CROSS_COMPILATION=1`` and, in ``CMAKE_ARGS``, the
-  ``-DCMAKE_SYSTEM_NAME``/``-DCMAKE_SYSTEM_PROCESSOR`` with which conda-forge's compiler activations make
-  CMake cross-compile (ctng-compiler-activation-feedstock 52080ff recipe/activate-gcc.sh,
-  clang-compiler-activation-feedstock 9fc6346 recipe/activate-clang.sh). macOS targets keep CMake's Linux
-  platform here (its Darwin one needs Apple's linker), so ``CMAKE_SYSTEM_NAME`` is ``Linux`` with the
-  target's processor.
+* **Build machine and cross-compilation.** ``build_platform`` is the machine this project's CI builds the
+  target on, read from conda-forge.yml's ``build_platform`` (osx-64 on osx-arm64, linux-aarch64 on linux-64;
+  the others natively), and a cross target gets ``CONDA_BUILD_CROSS_COMPILATION=1`` and, in ``CMAKE_ARGS``,
+  the ``-DCMAKE_SYSTEM_NAME``/``-DCMAKE_SYSTEM_PROCESSOR`` with which conda-forge's compiler activations
+  make CMake cross-compile (ctng-compiler-activation-feedstock 52080ff recipe/activate-gcc.sh, clang-
+  compiler-activation-feedstock 9fc6346 recipe/activate-clang.sh). macOS targets keep CMake's Linux platform
+  here (its Darwin one needs Apple's linker), so ``CMAKE_SYSTEM_NAME`` is ``Linux`` with the target's
+  processor.
 * **Library naming.** ``SHLIB_EXT`` is ``.dylib`` for osx (conda-build's ``get_shlib_ext``), and a CMake
   rules override (``CMAKE_USER_MAKE_RULES_OVERRIDE``, loaded after the platform files) gives shared
   libraries Darwin's ``.dylib`` suffix; their SONAME is the file name, the ELF counterpart of the
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import subprocess
 import sysconfig
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 NATIVE = "linux-64"
@@ -45,13 +45,15 @@ NATIVE = "linux-64"
 @dataclass(frozen=True)
 class Target:
     subdir: str  # conda's name: osx-arm64
-    build_subdir: str  # the CI machine that builds it (README, "Configurations")
+    build_subdir: str  # the CI machine that builds it; in TARGETS the target itself, target_for fills it in
     machine: str  # CMAKE_SYSTEM_PROCESSOR / uname -m of the target
     triplet: str  # conda's HOST triplet (the compilers' prefix)
     shlib_ext: str  # conda-build's SHLIB_EXT
     soabi_tail: str  # SOABI after "cpython-3XY-"
     platform: str  # sysconfig.get_platform() of conda-forge's Python there
-    # an executable header the build machine refuses ("Exec format error"): ELF e_machine or Mach-O cputype
+    # an executable header the build machine refuses ("Exec format error"): ELF e_machine or Mach-O cputype.
+    # Rosetta 2 would run osx-64's on Apple silicon, but a build must not depend on it: cross-python puts
+    # its own interpreter in its place whenever it is in the build requirements (activate-cross-python.sh)
     foreign_header: bytes
 
     @property
@@ -85,24 +87,33 @@ def _macho_header(cputype: int) -> bytes:
 TARGETS = {
     "linux-64": Target("linux-64", "linux-64", "x86_64", "x86_64-conda-linux-gnu", ".so",
                        "x86_64-linux-gnu", "linux-x86_64", b""),
-    "linux-aarch64": Target("linux-aarch64", "linux-64", "aarch64", "aarch64-conda-linux-gnu", ".so",
+    "linux-aarch64": Target("linux-aarch64", "linux-aarch64", "aarch64", "aarch64-conda-linux-gnu", ".so",
                             "aarch64-linux-gnu", "linux-aarch64", _elf_header(183)),
     "osx-64": Target("osx-64", "osx-64", "x86_64", "x86_64-apple-darwin13.4.0", ".dylib",
                      "darwin", "macosx-10.13-x86_64", _macho_header(0x01000007)),
-    "osx-arm64": Target("osx-arm64", "osx-64", "arm64", "arm64-apple-darwin20.0.0", ".dylib",
+    "osx-arm64": Target("osx-arm64", "osx-arm64", "arm64", "arm64-apple-darwin20.0.0", ".dylib",
                         "darwin", "macosx-11.0-arm64", _macho_header(0x0100000C)),
 }  # fmt: skip
 
 
-def target_for(subdir: str) -> Target:
+def target_for(subdir: str, feedstock_root: Path) -> Target:
+    """``subdir`` as built by CI: on the machine conda-forge.yml's ``build_platform`` names for it."""
     from feedstock_tools.errors import ToolError
+    from feedstock_tools.forge_config import read_forge_settings
 
     if subdir not in TARGETS:
         raise ToolError(
             f"target_platform {subdir} cannot be rehearsed (known: {', '.join(TARGETS)}); Windows is not "
             "supported by the recipe"
         )
-    return TARGETS[subdir]
+    build_platform = read_forge_settings(feedstock_root / "conda-forge.yml").build_platform
+    build_subdir = build_platform.get(subdir.replace("-", "_"), subdir).replace("_", "-")
+    if build_subdir not in TARGETS:
+        raise ToolError(
+            f"conda-forge.yml builds {subdir} on {build_subdir}, which the rehearsal does not know "
+            f"(known: {', '.join(TARGETS)}); fix build_platform there"
+        )
+    return replace(TARGETS[subdir], build_subdir=build_subdir)
 
 
 DARWIN_NAMING = """\

@@ -1,6 +1,6 @@
 """Cross-compilation: protobuf's code generator must be the build machine's ``protoc``.
 
-When the target is another platform (linux-aarch64 built on linux-64, osx-arm64 on osx-64), the host
+When the target is another platform (linux-aarch64 built on linux-64, osx-64 on osx-arm64), the host
 prefix's ``protoc`` is a target binary the build machine cannot run, yet libprotobuf's CMake package
 points its imported ``protobuf::protoc`` target there. conda-forge's 2.13.0 recipe rewrites that location
 to ``$BUILD_PREFIX/bin/protoc`` (libprotobuf is in the build requirements for this) before building

@@ -88,13 +88,18 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     for flags in ("CPPFLAGS", "DEBUG_CFLAGS", "DEBUG_CXXFLAGS"):
         if flags in caller:
             put(flags, caller[flags], "debug-info source path of the top-level package (see CFLAGS)")
+    # osx-64: conda-forge's 2.13.0 recipe defines TARGET_OS_OSX=1 (pytorch-cpu-feedstock 74dd3d46
+    # recipe/build.sh lines 62-64, since its 3539b9f4 "fix osx build"), and builds osx-64 on Apple silicon
+    # as this feedstock does; kept so this build matches the one known to work
+    osx_64_defines = ["-DTARGET_OS_OSX=1"] if build.target_platform == "osx-64" else []
     for flags in ("CXXFLAGS", "CFLAGS"):
         put(
             flags,
-            _strip_words(caller.get(flags, ""), (r"-std=\S+",)),
+            " ".join([_strip_words(caller.get(flags, ""), (r"-std=\S+",)), *osx_64_defines]).strip(),
             "the language standard is PyTorch's choice (C++20 in 2.13); the activation's -std=c++17 would "
             "override it wherever flags come last (nvcc's host compilation); debug-info source path of the "
-            "top-level package in every pass (the activation's -fdebug-prefix-map names PKG_NAME)",
+            "top-level package in every pass (the activation's -fdebug-prefix-map names PKG_NAME); osx-64: "
+            "TARGET_OS_OSX=1 as conda-forge's 2.13.0 build",
         )
     put(
         "CMAKE_ARGS",
@@ -211,7 +216,7 @@ DARWIN_LDFLAGS_LD_DROPPED = (r"-dead_strip_dylibs",)
 
 
 def is_cross(build: CondaBuild) -> bool:
-    """The build machine is not the target (linux-aarch64 built on linux-64, osx-arm64 on osx-64)."""
+    """The build machine is not the target (linux-aarch64 built on linux-64, osx-64 on osx-arm64)."""
     return build.target_platform != build.build_platform
 
 
