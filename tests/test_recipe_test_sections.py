@@ -46,6 +46,8 @@ def test_pytorch_checks_complex_dot_and_the_built_in_features(configuration: Con
         expected = {"distributed"}
         if configuration.subdir != "osx-arm64":
             expected.add("onednn")
+        if configuration.subdir.startswith("osx"):
+            expected.add("mps")
         if configuration.is_cuda:
             expected |= {"cudnn", "nccl"}
         assert required == expected

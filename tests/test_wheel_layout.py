@@ -269,6 +269,9 @@ def test_build_features_check_on_the_cpu_wheel(merged: MergedEnvironment) -> Non
     cuda = run_clean([merged.python, script, "--require", "cudnn", "nccl"])
     assert cuda.returncode == 1
     assert "FAIL: cuDNN is not built in" in cuda.stderr and "FAIL: NCCL is not built in" in cuda.stderr
+    mps = run_clean([merged.python, script, "--require", "mps"])  # a Linux wheel has no Metal backend
+    assert mps.returncode == 1
+    assert mps.stderr.endswith("FAIL: MPS is not built in (torch.backends.mps.is_built() is False)\n")
 
 
 def patched_cpp_extension(merged: MergedEnvironment, directory: Path) -> Path:

@@ -6,7 +6,8 @@
   ``torch.dot`` of complex128);
 * each feature named with ``--require``: ``onednn`` (``torch.backends.mkldnn``), ``distributed``
   (``torch.distributed`` with Gloo), ``cudnn`` and ``nccl`` (compiled in, and their libraries loadable:
-  both work without a GPU).
+  both work without a GPU), ``mps`` (the Metal backend compiled in; where the machine has a Metal device, a
+  matrix product on it equals the CPU's: virtual macOS runners may have none, so only the build is required).
 
     python check_build_features.py --require onednn distributed cudnn nccl
 """
@@ -17,7 +18,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-FEATURES = ("onednn", "distributed", "cudnn", "nccl")
+FEATURES = ("onednn", "distributed", "cudnn", "nccl", "mps")
 
 
 def complex_dot_problems(torch) -> list[str]:
@@ -65,7 +66,24 @@ def _nccl(torch) -> str | None:
     return None if torch.cuda.nccl.version() else "NCCL is built in but its library does not load"
 
 
-CHECKS: dict[str, Callable] = {"onednn": _onednn, "distributed": _distributed, "cudnn": _cudnn, "nccl": _nccl}
+def _mps(torch) -> str | None:
+    if not torch.backends.mps.is_built():
+        return "MPS is not built in (torch.backends.mps.is_built() is False)"
+    if not torch.backends.mps.is_available():
+        print("note: MPS is built in; this machine has no Metal device to run it on")
+        return None
+    a = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    on_device = (a.to("mps") @ a.T.to("mps")).cpu()
+    return None if torch.equal(on_device, a @ a.T) else f"a matrix product on MPS differs: {on_device}"
+
+
+CHECKS: dict[str, Callable] = {
+    "onednn": _onednn,
+    "distributed": _distributed,
+    "cudnn": _cudnn,
+    "nccl": _nccl,
+    "mps": _mps,
+}
 
 
 def feature_problems(torch, required: list[str]) -> list[str]:
