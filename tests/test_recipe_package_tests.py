@@ -209,3 +209,14 @@ def test_curated_selections_name_upstream_test_files(monkeypatch):
     assert set(cpu) < set(cuda)
     assert all(s.path.startswith("test/test_") and s.path.endswith(".py") for s in cuda)
     assert any("linalg" in s.path for s in cpu)
+
+
+def test_emulated_runs_take_only_the_cheap_selections_on_the_cpu(upstream_tree, monkeypatch, capsys):
+    runner = load("run_upstream_tests", monkeypatch)
+    emulated = runner.selections_for("cuda", emulated=True)
+    assert [s.path for s in emulated] == ["test/test_torch.py", "test/test_linalg.py"]
+    assert set(emulated) < set(runner.selections_for("cpu"))
+    # --emulated needs no GPU probe (no torch import) and names what it would run
+    status = runner.main(["--emulated", "--budget-seconds=60", f"--source-dir={upstream_tree}"])
+    assert status == 1
+    assert "test/test_torch.py, test/test_linalg.py missing under" in capsys.readouterr().err

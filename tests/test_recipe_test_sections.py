@@ -69,3 +69,32 @@ def test_cuda_libtorch_checks_its_arch_list_activation(configuration: Configurat
     (libtorch,) = outputs(configuration, "libtorch")
     commands = " ".join(libtorch.test["commands"])
     assert ("CF_TORCH_CUDA_ARCH_LIST" in commands) == configuration.is_cuda
+
+
+def _upstream_runs(recipe) -> dict[str, list[str]]:
+    """The upstream-test commands of each pytorch output, by its Python (major.minor)."""
+    return {
+        ".".join(str(o.variant["python"]).split(".")[:2]): [
+            c for c in o.test["commands"] if "run_upstream_tests.py" in c
+        ]
+        for o in recipe.outputs
+        if o.name == "pytorch"
+    }
+
+
+@pytest.mark.parametrize(
+    "configuration", [c for c in CONFIGURATIONS if c.subdir == "linux-aarch64"], ids=lambda c: c.id
+)
+def test_emulated_aarch64_runs_the_upstream_subset_for_python_3_12_only(configuration: Configuration) -> None:
+    from feedstock_tools.recipe_render import render_recipe
+    from tests.test_recipe_outputs import variant_config
+
+    # on CI: cross-compiled on linux-64, tested under qemu (conda-forge.yml build_platform, test policy)
+    emulated = _upstream_runs(render_recipe(RECIPE, variant_config(configuration), build_subdir="linux-64"))
+    assert "3.12" in emulated, "Python 3.12 left the pinning: choose the emulated tests' Python again"
+    assert emulated.pop("3.12") == ["python tests/run_upstream_tests.py --emulated --budget-seconds=7200"]
+    assert emulated and all(commands == [] for commands in emulated.values())
+    # built natively (an aarch64 machine): the full selection for every Python
+    native = _upstream_runs(rendered(configuration))
+    assert len(native) >= 4
+    assert all(c == ["python tests/run_upstream_tests.py --budget-seconds=1800"] for c in native.values())

@@ -7,6 +7,7 @@ raise the budget, not pass silently), and when a selection collects no test at a
 matches upstream's names). Known failures are deselected by SKIPS, each with its reason and evidence.
 
     python run_upstream_tests.py --budget-seconds=1800 [--device=cuda]
+    python run_upstream_tests.py --emulated --budget-seconds=7200   # under qemu: EMULATED_SELECTIONS only
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ CUDA_SELECTIONS: tuple[Selection, ...] = (
 )  # fmt: skip
 
 
+# Under emulation (linux-aarch64 cross-compiled on linux-64; conda-smithy runs its tests under qemu-user)
+# the same work costs 13-25x the native time for interpreter work and pytest itself, about 30x for
+# float64 LAPACK and 60-90x for autograd and nn kernels (measured with the real 2.13.0 wheels:
+# docs/emulated-tests.md). Kept there: BLAS/LAPACK, the library that differs on aarch64 (OpenBLAS), and
+# the tensor basics, the two cheapest to emulate. The recipe runs them for one Python only, as conda-forge
+# runs its suite on aarch64 for Python 3.12 only (74dd3d46 recipe/meta.yaml:624-626).
+EMULATED_SELECTIONS: tuple[Selection, ...] = tuple(
+    s for s in CPU_SELECTIONS if s.path in ("test/test_linalg.py", "test/test_torch.py")
+)
+
+
 @dataclass(frozen=True)
 class Skip:
     """Tests deselected where ``where`` says (a -k expression), why, and the evidence for it."""
@@ -70,12 +82,22 @@ SKIPS: tuple[Skip, ...] = (
          "gross float32 errors of OpenBLAS under QEMU emulation", f"{_FEEDSTOCK}:495-497,507,519-523",
          "aarch64"),
     Skip("test_pynode_destruction_deadlock", "times out under emulation", f"{_FEEDSTOCK}:495-496", "aarch64"),
+    Skip("TestLinalgCPU and (test_pca_lowrank_cpu or test_svd_lowrank_cpu)",
+         "timeouts and failures on aarch64", f"{_FEEDSTOCK}:495,498-499", "aarch64"),
+    Skip("TestAutograd and test_checkpoint_detects_non_determinism", "its debug path raises ValueError from "
+         "the C++ traceback symbolization on aarch64", f"{_FEEDSTOCK}:508-509", "aarch64"),
+    Skip("test_inverse_errors_large or test_eigh_lwork_lapack", "very long-running under emulation",
+         f"{_FEEDSTOCK}:501-502,505", "aarch64"),
+    Skip("illcondition_matrix_input_should_not_crash_cpu", "a different result on aarch64 (conda-forge: with "
+         "CUDA, and its float32 case everywhere on aarch64)", f"{_FEEDSTOCK}:511-512,614", "aarch64"),
     Skip("TestTorch and test_index_add_correctness", "trivial accuracy problems on CUDA test machines",
          f"{_FEEDSTOCK}:532,535", "cuda"),
 )  # fmt: skip
 
 
-def selections_for(device: str) -> tuple[Selection, ...]:
+def selections_for(device: str, emulated: bool = False) -> tuple[Selection, ...]:
+    if emulated:
+        return EMULATED_SELECTIONS  # no GPU reaches an emulated process
     return CPU_SELECTIONS + (CUDA_SELECTIONS if device == "cuda" else ())
 
 
@@ -148,8 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--device", choices=("auto", "cpu", "cuda"), default="auto", help="cuda adds GPU selections"
     )
+    parser.add_argument(
+        "--emulated",
+        action="store_true",
+        help="the tests run under an emulator (qemu): only EMULATED_SELECTIONS, on the CPU",
+    )
     args = parser.parse_args(argv)
-    device = args.device
+    device = "cpu" if args.emulated else args.device
     if device == "auto":
         import torch
 
@@ -157,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     skips = skips_for(device, platform.machine())
     for skip in skips:
         print(f"deselected: {skip.keyword!r}: {skip.why} ({skip.evidence})")
-    return run(selections_for(device), args.source_dir, args.budget_seconds, skips)
+    return run(selections_for(device, args.emulated), args.source_dir, args.budget_seconds, skips)
 
 
 if __name__ == "__main__":
