@@ -105,8 +105,8 @@ def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support
             assert entry["runs_on"][0].startswith("cirun-openstack-gpu-2xlarge--${{ github.run_id }}-")
             assert entry["CONDA_FORGE_DOCKER_RUN_ARGS"] == "--gpus all"
         else:
-            # github_actions_labels: hosted -> GitHub's Intel macOS runner (osx-arm64 is cross-compiled there)
-            assert entry["runs_on"] == ["macos-15-intel"], entry["CONFIG"]
+            # github_actions_labels: hosted -> GitHub's Apple-silicon runner (osx-64 cross-compiled there)
+            assert entry["runs_on"] == ["macos-15"], entry["CONFIG"]
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
 
 
