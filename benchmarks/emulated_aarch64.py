@@ -107,7 +107,7 @@ def describe(python: list[str], env: dict[str, str]) -> tuple[str, str]:
     _, done = run_python(python, ["-c", DESCRIBE], env, timeout=600)
     if done is None or done.returncode != 0:
         raise BenchmarkError(f"{shlex.join(python)} does not run Python ({failure(done, 600)}): fix --python")
-    machine, version = done.stdout.split()
+    machine, version = done.stdout.splitlines()[-1].split()
     return machine, version
 
 
@@ -164,7 +164,12 @@ def measure(args: argparse.Namespace) -> dict:
                 argv = [str(WORKLOADS_SCRIPT), "--threads", str(args.threads), *torch_names]
                 seconds, done = run_python(python, argv, env, args.timeout)
                 problem = failure(done, args.timeout)
-                timed = json.loads(done.stdout.splitlines()[-1])["seconds"] if not problem else {}
+                timed = {}
+                if not problem:
+                    try:
+                        timed = json.loads(done.stdout.splitlines()[-1])["seconds"]
+                    except (IndexError, ValueError, KeyError):
+                        problem = "printed no JSON result"
                 for name in torch_names:
                     for run in ("cold", "warm"):
                         record(f"{name} ({run})", timed.get(name, {}).get(run, seconds), problem)
@@ -298,8 +303,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     cpuinfo.add_argument("--python", required=True, help="the emulated interpreter command, as for run")
     cpuinfo.add_argument("--sysroot", type=Path, required=True, help="the -L directory of qemu-aarch64")
     args = parser.parse_args(argv)
-    if args.command == "run" and (args.repeat < 1 or args.threads < 1 or args.pytest_tests < 1):
-        parser.error("--repeat, --threads and --pytest-tests must be at least 1")
+    for option in ("python", "build_features_args", "torch_config_args"):
+        if not hasattr(args, option):
+            continue
+        try:
+            words = shlex.split(getattr(args, option))
+        except ValueError as exc:
+            parser.error(f"--{option.replace('_', '-')}: {exc}")
+        if option == "python" and not words:
+            parser.error("--python is empty: give the interpreter command")
+    if args.command == "run":
+        if args.repeat < 1 or args.threads < 1 or args.pytest_tests < 1:
+            parser.error("--repeat, --threads and --pytest-tests must be at least 1")
+        if args.json and not args.json.resolve().parent.is_dir():
+            parser.error(f"--json {args.json}: its directory does not exist")
     return args
 
 
@@ -320,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: no report written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
