@@ -20,6 +20,7 @@ sys.path.insert(0, str(FEEDSTOCK_ROOT))
 
 from feedstock_tools.ci_files import CiFileError, read  # noqa: E402  (needs the path above)
 from feedstock_tools.ci_test_policy import (  # noqa: E402
+    SUBDIRS,
     PackageTestError,
     ensure_emulator,
     package_test_plan,
@@ -85,7 +86,9 @@ def main() -> None:
     )
     tests.add_argument("config_file", type=Path, help=".ci_support/<config>.yaml")
     tests.add_argument(
-        "--machine", help="the build machine as a conda subdir (default: this one, e.g. osx-arm64)"
+        "--machine",
+        choices=sorted(set(SUBDIRS.values())),
+        help="the build machine as a conda subdir (default: this one)",
     )
     args = parser.parse_args()
     try:
@@ -95,6 +98,8 @@ def main() -> None:
             print(setting(args.command))
     except CiFileError as exc:
         raise SystemExit(f"error: {exc}") from None
+    except OSError as exc:
+        raise SystemExit(f"error: cannot read {exc.filename}: {exc.strerror}") from None
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ class PackageTestError(Exception):
 
 
 # (platform.system(), platform.machine()) -> conda subdir of the machine running the build
-_SUBDIRS = {
+SUBDIRS = {
     ("Linux", "x86_64"): "linux-64",
     ("Linux", "aarch64"): "linux-aarch64",
     ("Linux", "ppc64le"): "linux-ppc64le",
@@ -56,9 +56,9 @@ _SUBDIRS = {
 def running_subdir() -> str:
     """This machine's conda subdir: what runs here natively (on CI: conda-forge.yml's build_platform)."""
     key = (platform.system(), platform.machine())
-    if key not in _SUBDIRS:
+    if key not in SUBDIRS:
         raise PackageTestError(f"no conda subdir known for a {key[0]} {key[1]} build machine; pass --machine")
-    return _SUBDIRS[key]
+    return SUBDIRS[key]
 
 
 @dataclass(frozen=True)

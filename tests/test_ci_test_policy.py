@@ -166,3 +166,17 @@ def test_build_scripts_honour_conda_build_tool(
 
     assert (setting("build-command"), setting("build-deps")) == (command, deps)
     assert setting("test-policy") == "native_and_emulated"
+
+
+def test_bad_input_is_one_line(scripts_copy: Path) -> None:
+    script = scripts_copy / ".scripts" / "ci_settings.py"
+    missing = subprocess.run(
+        [sys.executable, script, "test-options", scripts_copy / "absent.yaml"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr.startswith("error: cannot read ") and missing.stderr.count("\n") == 1
+    unknown = _test_options(scripts_copy, "linux_aarch64", "linux-sparc")
+    assert unknown.returncode == 2 and "invalid choice: 'linux-sparc'" in unknown.stderr
