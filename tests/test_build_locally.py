@@ -25,7 +25,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from feedstock_tools.run_lock import RunLock
+from feedstock_tools.common.run_lock import RunLock
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_NAMES = sorted(path.stem for path in (REPO / ".ci_support").glob("*.yaml"))

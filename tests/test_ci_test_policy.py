@@ -1,4 +1,4 @@
-"""Which CI jobs run their packages' tests (feedstock_tools/ci_test_policy.py, .scripts/ci_settings.py)."""
+"""Which CI jobs run their packages' tests (feedstock_tools/ci/ci_test_policy.py, .scripts/ci_settings.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from feedstock_tools.ci_test_policy import (
+from feedstock_tools.ci.ci_test_policy import (
     ROSETTA_INSTALL,
     PackageTestError,
     ensure_emulator,
