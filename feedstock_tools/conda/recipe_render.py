@@ -16,8 +16,8 @@ API::
 
 Also public: :func:`load_variant_config` (a ``.ci_support`` file, numbers kept as strings as conda-build
 does), :func:`expand_variants` (the zip_keys product conda-build loops over),
-:func:`find_used_variables_in_text` and :func:`top_level_used_variables` (which keys the top-level build
-uses: what conda-smithy splits CI jobs on), and ``python -m feedstock_tools render CONFIG``.
+:func:`find_used_variables_in_text` (which keys a recipe text uses), and
+``python -m feedstock_tools render CONFIG``.
 
 How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, jinja_context.py):
 
@@ -714,15 +714,6 @@ class _RecipeRenderer:
         _used_or_error(used, scope.variant, f"output {output['name']}")
         run = _requirements(requirements_section, scope.variant).run
         return used, _hash_contents(used, scope.variant, used_vars.requirements_text(block), run)
-
-
-def top_level_used_variables(
-    recipe_dir: Path, variant: Mapping[str, Any], subdir: str, environ: Mapping[str, str] | None = None
-) -> frozenset[str]:
-    """Keys the top-level build uses (conda-build's ``force_top_level``): what conda-smithy splits jobs on."""
-    renderer = _RecipeRenderer(recipe_dir, subdir, environ or {})
-    scope = renderer.scope(variant)
-    return frozenset(renderer.top_level_used(scope, renderer.top_level(scope)))
 
 
 def render_recipe(

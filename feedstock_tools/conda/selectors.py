@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 # conda-build's selector pattern: content, optional comment, then a bracketed expression at line end.
@@ -144,11 +144,3 @@ def select_lines(text: str, namespace: Mapping[str, Any], strict: bool = False) 
         if keep:
             kept.append(match.group(1) + trailing_quote)
     return "\n".join(kept) + "\n"
-
-
-def selector_names(text: str) -> Iterable[str]:
-    """Every identifier used inside a selector of ``text`` (for 'which variant keys does this use')."""
-    for line in text.splitlines():
-        match = SELECTOR_LINE.match(line.rstrip())
-        if match:
-            yield from re.findall(r"[A-Za-z_][A-Za-z0-9_]*", match.group(3))

@@ -242,18 +242,6 @@ def squish(variants: Iterable[Mapping[str, Any]]) -> Spec:
     return squished
 
 
-def loop_keys(variants: Sequence[Mapping[str, Any]]) -> set[str]:
-    """Keys whose value differs between variants (conda-build ``get_vars(loop_only=True)``)."""
-    if not variants:
-        return set()
-    first = variants[0]
-    return {
-        key
-        for key in first
-        if key not in SPECIAL_KEYS and any(variant.get(key) != first[key] for variant in variants[1:])
-    }
-
-
 # --- conda-smithy's variant algebra (CFEP-9 migrations) ------------------------------------------------
 
 _VERSION_PART = re.compile(r"\d+|[A-Za-z]+")
