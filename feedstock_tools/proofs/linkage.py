@@ -253,16 +253,14 @@ class LinkageCheck:
                 relative = entry.relative_to(spec.prefix).as_posix()
                 for library in needs.needed:
                     report.needs += 1
-                    problem, resolution = self._resolve(name, relative, library, needs)
-                    if resolution is not None:
-                        if resolution.kind == "run requirement":
-                            used[name].add(resolution.source)
-                        elif resolution.kind == "wheel decision":
-                            report.decisions.setdefault(resolution.source, []).append(f"{name}:{relative}")
-                    else:
-                        missing.setdefault((_base(library), problem), []).append(
-                            _Need(name, relative, library)
-                        )
+                    outcome = self._resolve(name, relative, library, needs)
+                    if isinstance(outcome, str):
+                        need = _Need(name, relative, library)
+                        missing.setdefault((_base(library), outcome), []).append(need)
+                    elif outcome.kind == "run requirement":
+                        used[name].add(outcome.source)
+                    elif outcome.kind == "wheel decision":
+                        report.decisions.setdefault(outcome.source, []).append(f"{name}:{relative}")
         for (library, problem), needers in missing.items():
             files = ", ".join(f"{need.package}:{need.file}" for need in needers[:3])
             more = f" and {len(needers) - 3} more" if len(needers) > 3 else ""

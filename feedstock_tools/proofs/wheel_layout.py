@@ -375,7 +375,7 @@ def run(
         specs = linkage.recipe_packages(RECIPE_DIR, config, prefixes, tag.python, tag.platform)
         report = linkage.LinkageCheck(specs, tag.platform, wheel=True, reader=reader).run()
         report.raise_for_errors()
-    return "\n".join(
+    return "\n\n".join(
         [
             format_table(package_sizes(prefixes), not_shipped(trees)),
             format_decisions(trees),
