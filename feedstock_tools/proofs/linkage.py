@@ -27,7 +27,7 @@ import gzip
 import json
 import os
 import posixpath
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -236,12 +236,23 @@ class _Need:
 class LinkageCheck:
     """Check packages staged into separate prefixes, as they would be installed into one environment."""
 
-    def __init__(self, packages: Sequence[PackageSpec], platform: Platform, *, wheel: bool = False,
-                 reader: BinaryReader = read_binary) -> None:  # fmt: skip
+    def __init__(
+        self,
+        packages: Sequence[PackageSpec],
+        platform: Platform,
+        *,
+        wheel: bool = False,
+        reader: BinaryReader = read_binary,
+        machine_runtime: tuple[str, ...] = (),
+    ) -> None:
+        """``wheel``: accept the staging table's bundled-library decisions (an official wheel's binaries);
+        ``machine_runtime``: library names this machine's compiler runtime provides (the rehearsal compiles
+        with the machine's gcc, standing in for conda-forge's compiler runtime packages)."""
         self.packages = {spec.name: spec for spec in packages}
         self.platform = platform
         self.wheel = wheel
         self.reader = reader
+        self.machine_runtime = machine_runtime
         self.owner: dict[str, str] = {}  # path relative to the environment -> package
         self.links: dict[str, str] = {}  # symlink path -> its target, relative to the environment
         for spec in packages:
@@ -263,11 +274,15 @@ class LinkageCheck:
                     todo.append(requirement)
         return seen
 
-    def run(self) -> LinkageReport:
+    def run(self, checked: Collection[str] | None = None) -> LinkageReport:
+        """Check the binaries of the ``checked`` packages (default: all); the others only provide files."""
         report = LinkageReport()
         missing: dict[tuple[str, str], list[_Need]] = {}
-        used: dict[str, set[str]] = {name: set() for name in self.packages}
+        checked = set(self.packages if checked is None else checked)
+        used: dict[str, set[str]] = {name: set() for name in checked}
         for name, spec in self.packages.items():
+            if name not in checked:
+                continue
             for entry in _staging.entries_below(spec.prefix):
                 needs = self.reader(entry)
                 if needs is None:
@@ -288,11 +303,13 @@ class LinkageCheck:
             files = ", ".join(f"{need.package}:{need.file}" for need in needers[:3])
             more = f" and {len(needers) - 3} more" if len(needers) > 3 else ""
             report.errors.append(f"{files}{more} need(s) {library}: {problem}")
-        for name, spec in self.packages.items():
+        for name in checked:
             unused = [
                 requirement
-                for requirement in spec.run
-                if self._provider(requirement) is not None and requirement not in used[name]
+                for requirement in self.packages[name].run
+                if (provider := self._provider(requirement)) is not None
+                and requirement not in used[name]
+                and not any(library in self.machine_runtime for library in provider.libraries)
             ]
             if unused:
                 report.warnings.append(
@@ -339,7 +356,7 @@ class LinkageCheck:
         return ""
 
     def _in_system(self, package: str, library: str, found: str | None) -> Resolution | str | None:
-        if self._is_system(library):
+        if self._is_system(library) or _base(library) in self.machine_runtime:
             return Resolution("system", library)
         if self.platform == "osx" and library.startswith("/"):
             return f"an absolute install name outside the environment and the macOS system ({package})"
@@ -490,16 +507,34 @@ def recipe_packages(recipe_dir: Path, config: Path, prefixes: Mapping[str, Path]
         output = matching[0]
         build = output.build
         names = output.requirements.names
-        run = run_requirements(
+        linkage = Linkage(
             names("run"),
             [*names("build"), *names("host")],
             [spec.split()[0] for spec in build.get("ignore_run_exports_from") or []],
             [spec.split()[0] for spec in build.get("ignore_run_exports") or []],
-            platform,
+            build.get("missing_dso_whitelist") or [],
         )
-        allowlist = tuple(build.get("missing_dso_allowlist") or build.get("missing_dso_whitelist") or ())
-        specs.append(PackageSpec(name, prefix, run, allowlist))
+        specs.append(package_spec(name, prefix, linkage, platform))
     return specs
+
+
+@dataclass(frozen=True)
+class Linkage:
+    """What a rendered output says about its linkage: requirement names and build-section settings."""
+
+    run: Sequence[str]
+    build_and_host: Sequence[str]
+    ignore_run_exports_from: Sequence[str]
+    ignore_run_exports: Sequence[str]
+    missing_dso_whitelist: Sequence[str]
+
+
+def package_spec(name: str, prefix: Path, output: Linkage, platform: Platform) -> PackageSpec:
+    """The package as the check sees it: its run requirements (explicit and run-exported), its allow-list."""
+    run = run_requirements(
+        output.run, output.build_and_host, output.ignore_run_exports_from, output.ignore_run_exports, platform
+    )
+    return PackageSpec(name, prefix, run, tuple(output.missing_dso_whitelist))
 
 
 def format_report(report: LinkageReport) -> str:
