@@ -9,11 +9,11 @@ reads binaries with:
   ``LC_LOAD_DYLIB`` family with ``@rpath`` (``LC_RPATH``), ``@loader_path`` and absolute install names; PE:
   the import and delay-import tables, searched beside the file and in ``Library/bin``.
 * A needed library resolves, in this order, to a file of the same package or of a package it depends on
-  (its run requirements among the staged packages, transitively); to the recipe's ``missing_dso_whitelist``
-  of that output; to a conda-forge package that is a run requirement of the output
-  (:data:`runtime_libraries.PROVIDERS`); to the platform's system set (:data:`runtime_libraries.SYSTEM`);
-  and, for an official wheel only, to a staging-table decision about a library the wheel bundles
-  (``package_files.Bundled``) or to :data:`runtime_libraries.WHEEL_ONLY`.
+  (its run requirements among the staged packages, transitively); to the output's ``missing_dso_whitelist``;
+  to the platform's system set (:data:`runtime_libraries.SYSTEM`); to a conda-forge package that is a run
+  requirement of the output (:data:`runtime_libraries.PROVIDERS`); and, for an official wheel only, to a
+  staging-table decision about a library the wheel bundles (``package_files.Bundled``) or to
+  :data:`runtime_libraries.WHEEL_ONLY`.
 * Anything else is an error, one line per library: which files need it and where it was expected. A
   library found in a staged package the output does not depend on, or in a conda-forge package that is not
   its run requirement, is an error too (conda-build calls it overlinking). A run requirement whose libraries
@@ -179,8 +179,13 @@ class PackageSpec:
     allowlist: tuple[str, ...] = ()  # build/missing_dso_whitelist patterns
 
 
-def run_requirements(output_run: Iterable[str], build_host: Iterable[str], ignored_from: Iterable[str],
-                     ignored: Iterable[str], platform: Platform) -> tuple[str, ...]:  # fmt: skip
+def run_requirements(
+    output_run: Iterable[str],
+    build_host: Iterable[str],
+    ignored_from: Iterable[str],
+    ignored: Iterable[str],
+    platform: Platform,
+) -> tuple[str, ...]:
     """An output's run requirement names: its explicit ones, and what its build and host requirements add
     through run_exports (per :data:`PROVIDERS`), less ``ignore_run_exports(_from)``."""
     ignored_from, ignored = set(ignored_from), set(ignored)
@@ -468,28 +473,18 @@ def _wheel_decision(library: str, platform: Platform) -> str | None:
     return None
 
 
-def _describe_bundled(bundled: object) -> str:
-    package = getattr(bundled, "conda_package", "")
-    decision = getattr(bundled, "decision", "")
-    instead = f"{decision}: {package}" if package else decision
-    return f"{getattr(bundled, 'library', '')} -> {instead}"
-
-
-def bundled_decisions() -> list[tuple[str, str, str, str]]:
-    """Every bundled-library decision of the staging table: (library, decision, package, evidence)."""
-    seen: dict[int, tuple[str, str, str, str]] = {}
-    for rule in _package_files.RULES:
-        if rule.bundled is not None:
-            b = rule.bundled
-            seen.setdefault(id(b), (b.library, b.decision, b.conda_package, b.evidence))
-    return list(seen.values())
+def _describe_bundled(bundled: Any) -> str:
+    """``package_files.Bundled`` as one phrase: the library and what the conda build has instead."""
+    instead = f"{bundled.decision}: {bundled.conda_package}" if bundled.conda_package else bundled.decision
+    return f"{bundled.library} -> {instead}"
 
 
 # ---- the recipe's view of the packages -------------------------------------------------------------------
 
 
-def recipe_packages(recipe_dir: Path, config: Path, prefixes: Mapping[str, Path], python: str,
-                    platform: Platform) -> list[PackageSpec]:  # fmt: skip
+def recipe_packages(
+    recipe_dir: Path, config: Path, prefixes: Mapping[str, Path], python: str, platform: Platform
+) -> list[PackageSpec]:
     """Each staged package with the run requirements and ``missing_dso_whitelist`` that ``recipe_dir``'s
     output of that name has for ``config`` (a ``.ci_support`` file); per-Python outputs for ``python``."""
     from feedstock_tools.conda.recipe_render import render_recipe
