@@ -493,7 +493,11 @@ def recipe_packages(
     specs = []
     for name, prefix in prefixes.items():
         outputs = rendered.by_name(name)
-        matching = [o for o in outputs if str(o.variant.get("python", python)).startswith(python)]
+        # the Python of the wheel; of the linalg builds the one without MAGMA, which no wheel links
+        matching = sorted(
+            (o for o in outputs if str(o.variant.get("python", python)).startswith(python)),
+            key=lambda o: o.variant.get("magma_variant") == "magma",
+        )
         if not matching:
             raise ToolError(
                 f"the recipe builds no {name} for Python {python} with {config.name}: pass the "
@@ -536,9 +540,9 @@ def format_report(report: LinkageReport) -> str:
     lines = [f"linkage: {report.needs} needed libraries of {report.binaries} binaries resolved"]
     if report.decisions:
         lines.append("needs of the wheel's binaries accepted by a bundled-library decision:")
-        for decision, files in report.decisions.items():
-            lines.append(
-                f"  {decision} ({len(files)} binaries: {', '.join(files[:3])}{', ...' if files[3:] else ''})"
-            )
+        for decision, needers in report.decisions.items():
+            files = list(dict.fromkeys(needers))
+            shown = ", ".join(files[:3]) + (", ..." if files[3:] else "")
+            lines.append(f"  {decision} ({len(needers)} needs of {shown})")
     lines += [f"warning: {warning}" for warning in report.warnings]
     return "\n".join(lines)
