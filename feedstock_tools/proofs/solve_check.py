@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import tempfile
 import time
@@ -77,13 +78,13 @@ class Outcome:
 
 
 def word_kind(word: str) -> str:
-    if word == "cpu" or word.startswith("cuda"):
+    if re.fullmatch(r"cpu|cuda\d+", word):
         return FLAVOUR
     if word in ("mkl", "generic"):
         return BLAS
     if word in ("magma", "nomagma"):
         return LINALG
-    if word == "nopython" or word.startswith("py"):
+    if re.fullmatch(r"nopython|py\d+", word):
         return PYTHON
     raise ToolError(
         f"unknown word {word!r} in an expectation of {REQUESTS_FILE.name}; use cpu/cudaNNN, mkl/generic, "
