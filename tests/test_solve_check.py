@@ -8,16 +8,18 @@ turn the verdict of the row it concerns red, which shows that row's expectation 
 from __future__ import annotations
 
 import copy
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.proofs import solve_check
-from feedstock_tools.proofs.solve_channel import Channel, Record, build_channel
+from feedstock_tools.proofs.solve_channel import METADATA_FILE, Channel, Record, build_channel
 from feedstock_tools.proofs.solve_check import Outcome, Row, load_requests, solve_all, verdict
 
 PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
@@ -241,6 +243,21 @@ def test_a_malformed_configuration_is_one_line_naming_the_fix(
     assert err[-1].startswith("error: broken.yaml: target_platform None is not a conda subdir")
     assert "render-ci" in err[-1]
     assert not any("Traceback" in line for line in err)
+
+
+def test_a_dependency_without_a_record_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    (config,) = (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_version13.0*.yaml")
+    configs = tmp_path / "ci_support"
+    configs.mkdir()
+    shutil.copy(config, configs)
+    metadata = yaml.safe_load(METADATA_FILE.read_text())
+    metadata["dependencies"] = [d for d in metadata["dependencies"] if d["name"] != "triton"]
+    (tmp_path / "metadata.yaml").write_text(yaml.safe_dump(metadata))
+    with pytest.raises(ToolError, match=r"no record of triton \(needed by pytorch .*add it to the dep"):
+        build_channel(
+            REPO_ROOT, REPO_ROOT / "recipe", configs, pinning_dir=PINNING, progress=lambda _: None,
+            metadata_path=tmp_path / "metadata.yaml",
+        )  # fmt: skip
 
 
 def test_a_missing_pinning_is_one_line_naming_the_fix(

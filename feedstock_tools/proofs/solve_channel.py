@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,9 @@ class RunExport:
 
 @dataclass
 class Channel:
-    """Records per subdir; ``ours`` are the names the recipe makes."""
+    """Repodata records per subdir."""
 
     records: dict[str, list[Record]] = field(default_factory=lambda: {s: [] for s in SUBDIRS})
-    ours: set[str] = field(default_factory=set)
 
     def add(self, record: Record) -> None:
         self.records[record["subdir"]].append(record)
@@ -258,15 +258,12 @@ def package_records(
     return list(records.values())
 
 
-_PINNING_CACHE: dict[tuple[Path, Path, str], Mapping[str, Any]] = {}
-
-
+@cache
 def pinning_spec(feedstock_root: Path, pinning_dir: Path, subdir: str) -> Mapping[str, Any]:
-    """conda-forge's pinning with the recipe's config and the feedstock's migrations, for ``subdir``."""
-    key = (feedstock_root, pinning_dir, subdir)
-    if key not in _PINNING_CACHE:
-        _PINNING_CACHE[key] = combined_spec(feedstock_root, pinning_dir, subdir, environ={})
-    return _PINNING_CACHE[key]
+    """conda-forge's pinning with the recipe's config and the feedstock's migrations, for ``subdir``
+    (noarch reads linux-64's: a noarch record's version is the same everywhere)."""
+    lookup = "linux-64" if subdir == "noarch" else subdir
+    return combined_spec(feedstock_root, pinning_dir, lookup, environ={})
 
 
 # ---- the dependencies --------------------------------------------------------------------------------------
@@ -283,16 +280,16 @@ def dependency_records(
     for entry in metadata["dependencies"]:
         name = str(entry["name"])
         for subdir in entry["subdirs"]:
-            pythons = _values(pinning_spec(feedstock_root, pinning_dir, "linux-64"), "python")
-            if subdir != "noarch":
-                pythons = _values(pinning_spec(feedstock_root, pinning_dir, subdir), "python")
+            pythons: list[str | None] = [None]
+            if entry.get("per_python"):  # compiled per Python: one build for each pinned version
+                pythons = list(_values(pinning_spec(feedstock_root, pinning_dir, subdir), "python"))
             for value in _versions(entry, subdir, feedstock_root, pinning_dir, configs):
                 version, abi = _version_and_build(value)
                 abi = abi if entry.get("pinned_build") else ""
                 for build in entry["builds"]:
                     if subdir not in build.get("subdirs", [subdir]):
                         continue
-                    for python in pythons if entry.get("per_python") else [None]:
+                    for python in pythons:
                         records.append(_dependency(name, version, abi, build, subdir=subdir, python=python))
     return records
 
@@ -313,8 +310,7 @@ def _versions(
     if not isinstance(version, Mapping):
         return [str(version)]
     if "pinning" in version:
-        lookup = "linux-64" if subdir == "noarch" else subdir
-        return _values(pinning_spec(root, pinning_dir, lookup), str(version["pinning"]))
+        return _values(pinning_spec(root, pinning_dir, subdir), str(version["pinning"]))
     values: list[str] = []
     for path in configs:
         for value in load_variant_config(path).get(str(version["configs"])) or []:
@@ -366,6 +362,7 @@ def build_channel(
     progress: Progress,
     metadata_path: Path = METADATA_FILE,
 ) -> Channel:
+    """The recipe's packages and their dependencies; a one-line ToolError when a dependency has no record."""
     metadata = load_metadata(metadata_path)
     configs = configs_of(ci_support)
     channel = Channel()
@@ -373,7 +370,6 @@ def build_channel(
         feedstock_root, recipe_dir, configs, metadata=metadata, pinning_dir=pinning_dir, progress=progress
     ):
         channel.add(entry)
-        channel.ours.add(entry["name"])
     for entry in dependency_records(metadata, feedstock_root, pinning_dir, configs):
         channel.add(entry)
     missing = missing_dependencies(channel)
