@@ -268,12 +268,9 @@ def linkage_checks(rehearsal: Rehearsal) -> list[LinkageCheck]:
     for result in rehearsal.results:
         if not result.ok or result.package_dir is None or not result.new_files:
             continue
-        installed, todo = {result.step.name: result}, [result]
-        while todo:
-            for dependency in rehearsal.run_dependencies(todo.pop()):
-                if dependency.step.name not in installed:
-                    installed[dependency.step.name] = dependency
-                    todo.append(dependency)
+        # the package itself and the sibling builds the solver installs with it
+        installed = {r.step.name: r for r in rehearsal.solver_installs([exact_spec(result)])}
+        installed[result.step.name] = result
         specs = [package_spec_of(r, rehearsal.target.subdir) for r in installed.values()]
         check = linkage.LinkageCheck(specs, "linux", machine_runtime=MACHINE_RUNTIME)
         outcome = check.run(checked=[result.step.name])
