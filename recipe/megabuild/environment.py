@@ -27,6 +27,9 @@ from megabuild.errors import MegabuildError
 # TORCH_CUDA_ARCH_LIST per CUDA major.minor: every architecture conda-forge's CUDA packages support with
 # that toolkit, PTX for the newest so future GPUs can JIT. CUDA 13 dropped Maxwell, Pascal and Volta.
 CUDA_ARCH_LISTS: dict[str, tuple[str, ...]] = {
+    # 12.8: conda-forge keeps win-64 there; its 2.13.0 bld.bat gives every 12.x this same list (CUDA 12.8
+    # is the first with sm_100/sm_120)
+    "12.8": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"),
     "12.9": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"),
     "13.0": ("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0+PTX"),
 }

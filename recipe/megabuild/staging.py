@@ -250,6 +250,7 @@ def prepare_stage(
             scratch = Path(tempfile.mkdtemp(prefix=f"{area.scratch_prefix}{os.getpid()}-", dir=area.dir))
         except OSError as exc:
             raise StagingError(f"cannot stage {package} next to PREFIX: {os_error_line(exc)}") from None
+        sources: dict[str, Path] = {}  # destination (relative to PREFIX) -> the file that goes there
         try:
             for placement in placements:
                 destination = _destination(placement, prefix, sp_dir)
@@ -259,6 +260,12 @@ def prepare_stage(
                     staged.links[link_path.relative_to(prefix).as_posix()] = target
                     continue
                 relative = destination.relative_to(prefix)
+                if relative.as_posix() in sources:  # Windows: c10.dll in both lib/ and bin/ of one tree
+                    raise StagingError(
+                        f"{roots[placement.tree] / placement.path} and {sources[relative.as_posix()]} both "
+                        f"go to {relative.as_posix()}: remove one of them from the build's install step"
+                    )
+                sources[relative.as_posix()] = roots[placement.tree] / placement.path
                 _copy_entry(roots[placement.tree] / placement.path, scratch / relative)
                 staged.files.append(relative.as_posix())
             for link, target in staged.links.items():

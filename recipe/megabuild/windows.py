@@ -13,7 +13,7 @@ which builds this very 2.13.0 tarball with MSVC and Ninja through setup.py.
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 from megabuild.conda_env import CondaBuild
 from megabuild.errors import MegabuildError
@@ -65,9 +65,9 @@ def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
     toolkit (headers, import libraries) in the host's Library (bld.bat: ``CUDAToolkit_BIN_DIR=
     %BUILD_PREFIX%/Library/bin``, ``CUDAToolkit_ROOT_DIR=%LIBRARY_PREFIX%``). Forward slashes: CMake reads
     a backslash in a -D value as an escape in some contexts."""
-    library = library_prefix(build).as_posix()
+    library = PureWindowsPath(library_prefix(build)).as_posix()
     return [
-        f"-DCUDAToolkit_BIN_DIR={(build.build_prefix / 'Library' / 'bin').as_posix()}",
+        f"-DCUDAToolkit_BIN_DIR={PureWindowsPath(build.build_prefix, 'Library', 'bin').as_posix()}",
         f"-DCUDAToolkit_ROOT_DIR={library}",
         f"-DCUDAToolkit_TARGET_DIR={library}",
     ]
@@ -88,8 +88,8 @@ def settings(build: CondaBuild) -> list[tuple[str, str, str]]:
             library,
             "find_package() looks in %LIBRARY_PREFIX%, where conda's Windows packages keep their CMake files",
         ),
-        ("CMAKE_INCLUDE_PATH", str(Path(library) / "include"), "find_path(): headers of the host's packages"),
-        ("CMAKE_LIBRARY_PATH", str(Path(library) / "lib"), "find_library(): import libraries of the host"),
+        ("CMAKE_INCLUDE_PATH", str(PureWindowsPath(library, "include")), "find_path(): the host's headers"),
+        ("CMAKE_LIBRARY_PATH", str(PureWindowsPath(library, "lib")), "find_library(): its import libraries"),
         ("libuv_ROOT", library, "gloo's libuv transport: conda-forge's libuv in %LIBRARY_PREFIX%"),
     ]
     if build.cuda_version:

@@ -62,10 +62,12 @@ def import_library(target: PythonFacts) -> Path:
     return Path(base) / "libs" / f"python{target.nodot}.lib"
 
 
-def old_spellings(old: PythonFacts) -> re.Pattern[str]:
+def old_spellings(old: PythonFacts, new: PythonFacts) -> re.Pattern[str]:
     """Everything that names the old Python in a Windows cache value (case-insensitive: python312.lib,
-    Python312, cp312-win_amd64, cpython-312, v3.12.8, Python;3;12;8;64, its NumPy and module suffix)."""
-    literal = [re.escape(text) for text in (old.numpy_include, old.ext_suffix) if text]
+    Python312, cp312-win_amd64, cpython-312, v3.12.8, Python;3;12;8;64), and its NumPy include directory
+    and module suffix where the new Python's differ (Lib\\site-packages has no version on Windows)."""
+    pairs = ((old.numpy_include, new.numpy_include), (old.ext_suffix, new.ext_suffix))
+    literal = [re.escape(before) for before, after in pairs if before and before != after]
     return re.compile(
         "|".join(
             [
@@ -100,7 +102,7 @@ def retarget_windows(
             "host requirements of pytorch"
         )
     known = set(SET_ENTRIES) | set(DROPPED_ENTRIES)
-    shaped = old_spellings(old)
+    shaped = old_spellings(old, target)
     unknown = [
         key
         for key, entry in cache.entries.items()
