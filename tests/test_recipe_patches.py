@@ -222,7 +222,7 @@ def whole_files() -> list[WholeFile]:
 def wheel_source_file(member: str) -> bytes:
     """A 2.13.0 source file as the CPU wheel ships it: headers without setup.py's wrapping lines."""
     if not CPU_WHEEL.is_file():
-        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it (pip install torch==2.13.0 finds it)")
+        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it (pip install torch==2.13.0)")
     with zipfile.ZipFile(CPU_WHEEL) as wheel:
         data = wheel.read(member)
     if member.startswith("torch/include/"):
@@ -276,8 +276,8 @@ def test_whole_files_are_the_2_13_0_files(whole):
 
 
 def test_segments_from_later_feedstock_patches_start_at_the_2_13_0_line():
-    """A segment taken from a feedstock patch that numbers its lines after the feedstock's earlier patches names
-    that number and the shift; the segment starts at the difference (the tarball's line)."""
+    """A segment taken from a feedstock patch that numbers its lines after the feedstock's earlier patches
+    names that number and the shift; the segment starts at the difference (the tarball's line)."""
     shifted = re.findall(
         r"^@@ \S+ (\d+) feedstock \d{4} @(\d+), less the (\d+) lines its", PREIMAGE.read_text(), re.M
     )
@@ -383,14 +383,13 @@ def test_unverified_hunks_are_named_with_the_reason(patch):
 
 
 def strict_apply(patch_text: str, tree: Path) -> subprocess.CompletedProcess[str]:
-    """git apply --check of a patch text in tree: no fuzz (git never fuzzes), and its verbose report, which names
-    any offset ("Hunk #1 succeeded at 388 (offset 2 lines)")."""
+    """git apply --check of a patch text in tree: no fuzz (git never fuzzes), and its verbose report, which
+    names any offset ("Hunk #1 succeeded at 388 (offset 2 lines)")."""
     (tree / "strict.patch").write_text(patch_text)
     if not (tree / ".git").is_dir():
         subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
-    return subprocess.run(
-        ["git", "apply", "--check", "-v", "strict.patch"], cwd=tree, capture_output=True, text=True, check=False
-    )
+    command = ["git", "apply", "--check", "-v", "strict.patch"]
+    return subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
 
 
 def applies_at_its_line_numbers(applied: subprocess.CompletedProcess[str]) -> bool:
@@ -434,13 +433,14 @@ def test_a_hunk_at_the_wrong_line_is_rejected_even_where_its_text_matches(lines,
 
 @pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
 def test_a_patch_of_a_whole_file_names_its_2_13_0_blob(patch):
-    """A patch of a file the fixture takes whole from the wheel names that file's blob in its "index" line (the
-    id says which file the hunks were made against, as in conda-forge's patches)."""
+    """A patch of a file the fixture takes whole from the wheel names that file's blob in its "index" line
+    (the id says which file the hunks were made against, as in conda-forge's patches)."""
     blobs = {whole.path: whole.blob for whole in whole_files()}
     for diff in file_diffs(patch):
         if diff.path in blobs:
             index = [line for line in diff.header if line.startswith("index ")]
-            assert index and index[0].split()[1].split("..")[0] == blobs[diff.path], f"{patch.name}: {diff.path}"
+            pre_image = index[0].split()[1].split("..")[0] if index else None
+            assert pre_image == blobs[diff.path], f"{patch.name}: {diff.path}"
 
 
 @pytest.mark.wheel
