@@ -92,7 +92,7 @@ _Python_RUNTIME_LIBRARY_RELEASE:INTERNAL={posix}/python3{minor}.dll
 
 def windows_facts(minor: int, base: Path, with_library: bool = True) -> PythonFacts:
     """What probe() reports for conda-forge's python 3.<minor> on win-64, at ``PREFIX``; ``base`` stands
-    for sys.base_prefix on this machine (holding libs/python3XY.lib unless ``with_library`` is false)."""
+    for %PREFIX% on this machine (holding libs/python3XY.lib unless ``with_library`` is false)."""
     if with_library:
         (base / "libs").mkdir(parents=True, exist_ok=True)
         (base / "libs" / f"python3{minor}.lib").write_bytes(b"!<arch>\n")
@@ -110,7 +110,6 @@ def windows_facts(minor: int, base: Path, with_library: bool = True) -> PythonFa
         numpy_include=f"{sp}\\numpy\\_core\\include",
         platform="win-amd64",
         cache_tag=f"cpython-3{minor}",
-        base_prefix=str(base),
     )
 
 
@@ -123,7 +122,7 @@ def test_retarget_between_every_pair_of_pythons(old: int, new: int, tmp_path: Pa
     before = facts_from_cache(cache)
     assert before.version == (3, old, VERSIONS[old]) and before.ext_suffix == f".cp3{old}-win_amd64.pyd"
     target = windows_facts(new, tmp_path)
-    changes = {c.key: c for c in retarget(cache, target, windows=True, strict=True)}
+    changes = {c.key: c for c in retarget(cache, target, windows=True, strict=True, python_root=tmp_path)}
     assert cache.get("PYTHON_MODULE_EXTENSION") == f".cp3{new}-win_amd64.pyd"
     # the same path in every output: no change, and said so by the absence of a change
     assert cache.get("Python_EXECUTABLE") == f"{PREFIX}\\python.exe" and "Python_EXECUTABLE" not in changes
@@ -143,7 +142,7 @@ def test_retarget_between_every_pair_of_pythons(old: int, new: int, tmp_path: Pa
 def test_numpy_1_include_dir_becomes_numpy_2s(tmp_path: Path) -> None:
     """bld.bat's last sed line: numpy\\core\\include (numpy 1.x) -> numpy\\_core\\include."""
     cache = CMakeCache.parse(windows_cache(12, numpy_dir="core"))
-    retarget(cache, windows_facts(13, tmp_path), windows=True, strict=True)
+    retarget(cache, windows_facts(13, tmp_path), windows=True, strict=True, python_root=tmp_path)
     assert cache.get("Python_NumPy_INCLUDE_DIR") == f"{PREFIX}\\Lib\\site-packages\\numpy\\_core\\include"
 
 
@@ -157,7 +156,7 @@ def test_an_unknown_python_shaped_entry_stops_a_strict_retarget(tmp_path: Path) 
         match=r"1 cache entry spell Python 3\.12 but the Windows retarget does not know them, first "
         r"ONNX_PY_LIB='C:/x/libs/Python312\.lib': name it in recipe/megabuild/windows_python\.py",
     ):
-        retarget(cache, windows_facts(13, tmp_path), windows=True, strict=True)
+        retarget(cache, windows_facts(13, tmp_path), windows=True, strict=True, python_root=tmp_path)
     assert cache.render() == text  # refused before any edit
 
 
@@ -166,7 +165,7 @@ def test_without_strict_the_unknown_entry_is_substituted_and_named(
 ) -> None:
     extra = "ONNX_PY_LIB:FILEPATH=C:/x/libs/Python312.lib\nPY_TAG:STRING=cp312;v3.12.8;Python;3;12;8;64\n"
     cache = CMakeCache.parse(windows_cache(12).replace("CUDA_VERSION_STRING", extra + "CUDA_VERSION_STRING"))
-    retarget(cache, windows_facts(14, tmp_path), windows=True, strict=False)
+    retarget(cache, windows_facts(14, tmp_path), windows=True, strict=False, python_root=tmp_path)
     assert cache.get("ONNX_PY_LIB") == "C:/x/libs/Python314.lib"  # the case of "Python" kept, as sed does
     assert cache.get("PY_TAG") == "cp314;v3.14.0;Python;3;14;0;64"
     assert "2 unknown cache entries spell Python 3.12 (ONNX_PY_LIB, PY_TAG)" in capsys.readouterr().out
@@ -180,7 +179,8 @@ def test_a_target_without_its_import_library_is_refused(tmp_path: Path) -> None:
         match=r"python313\.lib is missing: FindPython needs Python 3\.13's import library on Windows; add "
         r"python 3\.13 .* to the host requirements",
     ):
-        retarget(cache, windows_facts(13, tmp_path, with_library=False), windows=True, strict=True)
+        target = windows_facts(13, tmp_path, with_library=False)
+        retarget(cache, target, windows=True, strict=True, python_root=tmp_path)
     assert cache.render() == text
 
 

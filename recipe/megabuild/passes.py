@@ -301,7 +301,12 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
     changes = retarget(
-        cache, target, _retargeted_from(ctx, cache), windows=build.windows, strict=ctx.options.strict
+        cache,
+        target,
+        _retargeted_from(ctx, cache),
+        windows=build.windows,
+        strict=ctx.options.strict,
+        python_root=build.prefix,
     )
     changes += [c for c in [cache.set("USE_MAGMA", "ON")] if c is not None]
     _check_reconfigure_inputs(ctx, state)
@@ -352,7 +357,12 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     cache = CMakeCache.load(ctx.cache_path)
     _check_magma_present(cache)
     changes = retarget(
-        cache, target, _retargeted_from(ctx, cache), windows=build.windows, strict=ctx.options.strict
+        cache,
+        target,
+        _retargeted_from(ctx, cache),
+        windows=build.windows,
+        strict=ctx.options.strict,
+        python_root=build.prefix,
     )
     _check_reconfigure_inputs(ctx, state)
     _write_cache(ctx, cache, changes, target)

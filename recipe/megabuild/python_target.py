@@ -71,7 +71,6 @@ print(json.dumps({
     "numpy_include": numpy_include,
     "platform": sysconfig.get_platform(),
     "cache_tag": sys.implementation.cache_tag,
-    "base_prefix": sys.base_prefix,
 }))
 """
 
@@ -99,7 +98,6 @@ class PythonFacts:
     numpy_include: str | None
     platform: str = ""  # sysconfig.get_platform(), e.g. linux-x86_64 (probe only)
     cache_tag: str = ""  # sys.implementation.cache_tag, e.g. cpython-312 (probe only)
-    base_prefix: str = ""  # sys.base_prefix: where Windows' libs/python3XY.lib is (probe only)
 
     @property
     def short(self) -> str:
@@ -223,17 +221,21 @@ def retarget(
     *,
     windows: bool = False,
     strict: bool = False,
+    python_root: Path | None = None,
 ) -> list[CacheChange]:
     """Edit ``cache`` in memory so the next configure uses ``target``; returns every change by key.
 
     ``old``: the Python the cache names, when its FindPython entries are gone (an earlier edit was written
     but CMake has not re-detected yet); by default read from those entries. ``windows``: a win-64 cache,
     retargeted entry by entry (:mod:`megabuild.windows_python`); ``strict`` makes a Python-shaped entry it
-    does not know an error there."""
+    does not know an error there; ``python_root`` is the prefix whose ``libs`` holds its import library
+    (conda's %PREFIX%, FindPython's Python_ROOT_DIR)."""
     if windows:
         from megabuild.windows_python import retarget_windows
 
-        return retarget_windows(cache, target, old, strict=strict)
+        if python_root is None:
+            raise RetargetError("a Windows retarget needs the host prefix: pass python_root")
+        return retarget_windows(cache, target, python_root, old, strict=strict)
     old = old if old is not None else facts_from_cache(cache)
     where = cache.path or "CMakeCache.txt"
     needs_numpy = old.numpy_include is not None or _is_on(cache.get("USE_NUMPY"))

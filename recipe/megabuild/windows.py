@@ -88,8 +88,8 @@ def settings(build: CondaBuild) -> list[tuple[str, str, str]]:
             library,
             "find_package() looks in %LIBRARY_PREFIX%, where conda's Windows packages keep their CMake files",
         ),
-        ("CMAKE_INCLUDE_PATH", str(PureWindowsPath(library, "include")), "find_path(): the host's headers"),
-        ("CMAKE_LIBRARY_PATH", str(PureWindowsPath(library, "lib")), "find_library(): its import libraries"),
+        ("CMAKE_INCLUDE_PATH", str(library_prefix(build) / "include"), "find_path(): the host's headers"),
+        ("CMAKE_LIBRARY_PATH", str(library_prefix(build) / "lib"), "find_library(): its import libraries"),
         ("libuv_ROOT", library, "gloo's libuv transport: conda-forge's libuv in %LIBRARY_PREFIX%"),
     ]
     if build.cuda_version:

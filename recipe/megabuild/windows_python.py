@@ -31,13 +31,13 @@ table does not know: with MEGABUILD_STRICT it stops the pass before the cache is
 version spellings are substituted as on Linux and a warning names it.
 
 FindPython's Development.Module needs ``python3XY.lib`` on Windows (extension modules link the import
-library), so a target Python without ``<base prefix>\\libs\\python3XY.lib`` is refused before any edit.
+library), so a target Python without ``%PREFIX%\\libs\\python3XY.lib`` is refused before any edit.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path, PureWindowsPath
+from pathlib import Path
 
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.log import warn
@@ -56,10 +56,10 @@ DROPPED_PREFIXES = ("_Python", "FIND_PACKAGE_MESSAGE_DETAILS_Python")
 DROPPED_ENTRIES = ("PYTHON_IS_DEBUG", "PYTHON_MODULE_DEBUG_POSTFIX")
 
 
-def import_library(target: PythonFacts) -> Path:
-    """``<base prefix>\\libs\\python3XY.lib``: conda-forge's Windows python ships it there."""
-    base = target.base_prefix or str(PureWindowsPath(target.executable).parent)
-    return Path(base) / "libs" / f"python{target.nodot}.lib"
+def import_library(python_root: Path, target: PythonFacts) -> Path:
+    """``%PREFIX%\\libs\\python3XY.lib``: conda-forge's Windows python ships it there, and the driver points
+    FindPython there (Python_ROOT_DIR = %PREFIX%)."""
+    return python_root / "libs" / f"python{target.nodot}.lib"
 
 
 def old_spellings(old: PythonFacts, new: PythonFacts) -> re.Pattern[str]:
@@ -83,12 +83,17 @@ def old_spellings(old: PythonFacts, new: PythonFacts) -> re.Pattern[str]:
 
 
 def retarget_windows(
-    cache: CMakeCache, target: PythonFacts, old: PythonFacts | None = None, *, strict: bool = False
+    cache: CMakeCache,
+    target: PythonFacts,
+    python_root: Path,
+    old: PythonFacts | None = None,
+    *,
+    strict: bool = False,
 ) -> list[CacheChange]:
     """Switch a win-64 cache to ``target``, entry by entry (see the module's table)."""
     where = cache.path or "CMakeCache.txt"
     old = old if old is not None else facts_from_cache(cache)
-    library = import_library(target)
+    library = import_library(python_root, target)
     if not library.is_file():
         raise RetargetError(
             f"{library} is missing: FindPython needs Python {target.short}'s import library on Windows; add "
