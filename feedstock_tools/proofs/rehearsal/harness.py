@@ -407,9 +407,16 @@ class Rehearsal:
 
     def install_magma(self, destination: Path) -> None:
         magma = prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
-        if self.target.windows:  # conda's Windows packages install below %LIBRARY_PREFIX%
-            destination = destination / "Library"
-        prefixes.install_files(magma, sorted(prefixes.prefix_files(magma)), destination)
+        files = sorted(prefixes.prefix_files(magma))
+        if not self.target.windows:
+            prefixes.install_files(magma, files, destination)
+            return
+        # conda's Windows libmagma: below %LIBRARY_PREFIX%, the library where the linker finds it (lib/, the
+        # import library's place) and where the loader does (bin/, the DLL's)
+        library = destination / "Library"
+        prefixes.install_files(magma, files, library)
+        prefixes.install_files(magma / "lib", [f.removeprefix("lib/") for f in files if f.startswith("lib/")],
+                               library / "bin")  # fmt: skip
 
     def run_step(self, step: Step) -> StepResult:
         index = len(self.results)
@@ -539,7 +546,8 @@ class Rehearsal:
                 for line in tail:
                     self.progress("      | " + line)
                 raise ToolError(
-                    f"{step.label}: recipe/build.sh failed with exit {result.returncode} "
+                    f"{step.label}: recipe/{'bld.bat' if self.target.windows else 'build.sh'} failed with "
+                    f"exit {result.returncode} "
                     f"({result.last_line()!r}); full log: {result.log}"
                 )
         return self.results
