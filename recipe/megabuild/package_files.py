@@ -34,7 +34,7 @@ very same libraries and headers, and ``torch/_C``'s ``$ORIGIN/lib`` RUNPATH reac
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 LIBTORCH = "libtorch"
@@ -197,22 +197,38 @@ def _windows_library_rules(rule: Rule, stem: str) -> tuple[Rule, ...]:
     """The DLL (in lib/ or bin/, see above) and the import library of one library of the Linux table."""
     if rule.action == "drop":
         return tuple(
-            Rule("install", f"{folder}/{stem}{suffix}", NOT_SHIPPED, rule.why, action="drop")
+            replace(rule, pattern=f"{folder}/{stem}{suffix}")
             for folder, suffix in (("lib", ".dll"), ("bin", ".dll"), ("lib", ".lib"))
         )
     # torch_python.lib beside torch/_C: torch.utils.cpp_extension links extensions with
     # /LIBPATH:<site-packages>/torch/lib torch_python.lib (the wheel's cpp_extension.py), and conda-forge's
     # 2.13.0 test asserts %SP_DIR%\torch\lib\torch_python.lib
-    import_library = "{sp_dir}/torch/lib/{name}" if stem == "torch_python" else f"{LIBRARY}/lib/{{name}}"
+    implib = "{sp_dir}/torch/lib/{name}" if stem == "torch_python" else f"{LIBRARY}/lib/{{name}}"
     dll = f"{LIBRARY}/bin/{{name}}"
     return (
-        *(
-            Rule("install", f"{folder}/{stem}.dll", rule.package, rule.why, destination=dll)
-            for folder in ("lib", "bin")
-        ),
-        Rule("install", f"lib/{stem}.lib", rule.package, rule.why + " (import library)",
-             destination=import_library),
-    )  # fmt: skip
+        *(replace(rule, pattern=f"{folder}/{stem}.dll", destination=dll) for folder in ("lib", "bin")),
+        replace(rule, pattern=f"lib/{stem}.lib", why=f"{rule.why} (import library)", destination=implib),
+    )
+
+
+# fmt: off
+_WINDOWS_ONLY_RULES = (
+    *(
+        Rule("install", f"lib/{name}.lib", NOT_SHIPPED, _WINDOWS_STATIC, action="drop")
+        for name in ("cpuinfo", "fmt", "libittnotify", "sleef")
+    ),
+    Rule("install", "include/mimalloc-2.3/**", NOT_SHIPPED, _THIRD_PARTY_HEADERS + " (mimalloc: c10's "
+         "allocator on Windows; no header of PyTorch's includes it)", action="drop"),
+    Rule("install", "bin/protoc.exe", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf "
+         "has one", action="drop"),
+    Rule("install", "lib/libiomp5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP: "
+         "intel-openmp, which mkl depends on)", action="drop"),
+    Rule("install", "lib/libiompstubs5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP's "
+         "stub library: intel-openmp)", action="drop"),
+    Rule("install", "lib/uv.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (libuv, for gloo: libuv, a host "
+         "requirement whose run_exports bring it)", action="drop"),
+)
+# fmt: on
 
 
 def _windows_rules() -> tuple[Rule, ...]:
@@ -222,32 +238,15 @@ def _windows_rules() -> tuple[Rule, ...]:
         if rule.tree == "install" and library is not None:
             out += _windows_library_rules(rule, library["stem"])
         elif rule.tree == "install" and rule.pattern in ("lib/*.a", "lib/libgomp.so.1"):
-            continue  # ELF-only names; their Windows counterparts follow below
+            continue  # ELF-only names; their Windows counterparts are in _WINDOWS_ONLY_RULES
         elif rule.tree == "install":
-            destination = "" if rule.action == "drop" else f"{LIBRARY}/{{path}}"
-            out.append(Rule(rule.tree, rule.pattern, rule.package, rule.why, rule.action, rule.excluding,
-                            destination=destination))  # fmt: skip
+            out.append(rule if rule.action == "drop" else replace(rule, destination=f"{LIBRARY}/{{path}}"))
         elif rule.action == "link":
             out.append(Rule(rule.tree, rule.pattern, NOT_SHIPPED, _WINDOWS_SOURCE_COPIES, action="drop"))
         else:
             out.append(rule)
-    out += [
-        *(
-            Rule("install", f"lib/{name}.lib", NOT_SHIPPED, _WINDOWS_STATIC, action="drop")
-            for name in ("cpuinfo", "fmt", "libittnotify", "sleef")
-        ),
-        Rule("install", "include/mimalloc-*/**", NOT_SHIPPED, _THIRD_PARTY_HEADERS + " (mimalloc: c10's "
-             "allocator on Windows; no header of PyTorch's includes it)", action="drop"),
-        Rule("install", "bin/protoc.exe", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf "
-             "has one", action="drop"),
-        Rule("install", "lib/libiomp5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP: "
-             "intel-openmp, which mkl depends on)", action="drop"),
-        Rule("install", "lib/libiompstubs5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP's "
-             "stub library: intel-openmp)", action="drop"),
-        Rule("install", "lib/uv.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (libuv, for gloo: libuv, a host "
-             "requirement whose run_exports bring it)", action="drop"),
-    ]  # fmt: skip
-    return tuple(out)
+    known = {rule.pattern for rule in out}  # a Windows file the Linux table names already is not named twice
+    return (*out, *(rule for rule in _WINDOWS_ONLY_RULES if rule.pattern not in known))
 
 
 WINDOWS_RULES: tuple[Rule, ...] = _windows_rules()
