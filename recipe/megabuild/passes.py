@@ -300,14 +300,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     before = _log_snapshot(ctx)
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
-    changes = retarget(
-        cache,
-        target,
-        _retargeted_from(ctx, cache),
-        windows=build.windows,
-        strict=ctx.options.strict,
-        python_root=build.prefix,
-    )
+    changes = _retarget(ctx, cache, target)
     changes += [c for c in [cache.set("USE_MAGMA", "ON")] if c is not None]
     _check_reconfigure_inputs(ctx, state)
     _write_cache(ctx, cache, changes, target)
@@ -356,14 +349,7 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
     _check_magma_present(cache)
-    changes = retarget(
-        cache,
-        target,
-        _retargeted_from(ctx, cache),
-        windows=build.windows,
-        strict=ctx.options.strict,
-        python_root=build.prefix,
-    )
+    changes = _retarget(ctx, cache, target)
     _check_reconfigure_inputs(ctx, state)
     _write_cache(ctx, cache, changes, target)
     work = _run_build(
@@ -466,6 +452,19 @@ def _write_cache(
         say(f"  {change.describe()}")
     cache.write()
     checkpoint("cache-written")
+
+
+def _retarget(ctx: PassContext, cache: CMakeCache, target: PythonFacts) -> list[CacheChange]:
+    """The cache edit to ``target`` (typed per entry on Windows, strict with --strict)."""
+    build = ctx.build
+    return retarget(
+        cache,
+        target,
+        _retargeted_from(ctx, cache),
+        windows=build.windows,
+        strict=ctx.options.strict,
+        python_root=build.prefix,
+    )
 
 
 def _retargeted_from(ctx: PassContext, cache: CMakeCache) -> PythonFacts | None:
