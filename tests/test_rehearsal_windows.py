@@ -9,11 +9,14 @@ runner); .ci_support/win_64_* are render-ci's.
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from feedstock_tools.proofs.rehearsal import report
+from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
@@ -97,3 +100,26 @@ def test_windows_package_imports_and_has_magma(windows_cuda: Rehearsal) -> None:
     (check,) = report.import_checks(windows_cuda)
     assert check.ok, check.detail
     assert '"cuda": true, "has_magma": true, "_C": "_C.cp311-win_amd64.pyd"' in check.detail
+
+
+def test_a_host_python_without_its_import_library_stops_the_pass(
+    windows_cuda: Rehearsal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bad input: the host's python lacks libs/python3XY.lib. One line names it and the fix, the step fails,
+    and nothing is staged (runs last: it adds a failed step to the rehearsal's results)."""
+    step = next(s for s in windows_cuda.steps if s.label == "pytorch-py3.11")
+    real = targets.make_windows_python_layout
+
+    def without_import_library(prefix: Path, minor: str) -> None:
+        real(prefix, minor)
+        (prefix / "libs" / f"python{minor.replace('.', '')}.lib").unlink()
+
+    monkeypatch.setattr(targets, "make_windows_python_layout", without_import_library)
+    monkeypatch.setenv("MEGABUILD_STRICT", "1")
+    result = windows_cuda.run_step(step)
+    assert not result.ok and result.new_files == []
+    assert re.fullmatch(
+        r"megabuild error: \S*/libs/python311\.lib is missing: FindPython needs Python 3\.11's import "
+        r"library on Windows; add python 3\.11 .* to the host requirements of this output",
+        result.last_line(),
+    )
