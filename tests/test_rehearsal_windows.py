@@ -2,9 +2,7 @@
 
 Three steps of the CUDA 12.8 configuration run, strict: pass 1 (Python 3.10), libtorch, and pytorch for
 Python 3.11, whose pass retargets the cache from 3.10 to 3.11 through the typed Windows retarget. The whole
-configuration (every Python) is the documented command in docs/rehearsal.md. The configuration file is
-written here with the values recipe/conda_build_config.yaml gives win-64 (MKL, CUDA 12.8, the Windows
-runner); .ci_support/win_64_* are render-ci's.
+configuration (every Python) is the documented command in docs/rehearsal.md.
 """
 
 from __future__ import annotations
@@ -17,35 +15,13 @@ import pytest
 
 from feedstock_tools.proofs.rehearsal import report
 from feedstock_tools.proofs.rehearsal import target as targets
-from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
+from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
 pytestmark = pytest.mark.rehearsal
 
 CACHE = DEFAULT_WORK_ROOT / ".cache"
-WIN_64_CUDA = """\
-blas_impl: [mkl]
-c_compiler: [vs2022]
-c_stdlib: [vs]
-channel_sources: [conda-forge]
-channel_targets: [conda-forge main]
-cuda_compiler: [cuda-nvcc]
-cuda_compiler_version: ['12.8']
-cxx_compiler: [vs2022]
-fmt: ['12.1']
-github_actions_labels: [namespace-profile-16cpu-4x-on-windows-64]
-libabseil: ['20260526']
-libcudnn_dev: ['9']
-libmagma_devel: [2.10.0]
-libprotobuf: [7.35.1]
-megabuild: [true]
-mkl_devel: ['2026']
-numpy: ['2']
-pybind11_abi: ['11']
-python: [3.10.* *_cpython, 3.11.* *_cpython]
-python_min: ['3.10']
-target_platform: [win-64]
-"""
+WIN_64_CUDA = REPO_ROOT / ".ci_support" / "win_64_cuda_compiler_version12.8.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +30,7 @@ def windows_cuda(tmp_path_factory: pytest.TempPathFactory, host_pythons) -> Rehe
         if shutil.which(tool) is None:
             pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
     root = tmp_path_factory.mktemp("rehearsal-win-64")
-    config = root / "win_64_cuda_compiler_version12.8.yaml"
-    config.write_text(WIN_64_CUDA)
-    rehearsal = Rehearsal(config, work_root=root, cache_root=CACHE, progress=lambda _line: None)
+    rehearsal = Rehearsal(WIN_64_CUDA, work_root=root, cache_root=CACHE, progress=lambda _line: None)
     assert rehearsal.target.windows and not rehearsal.target.cross
     rehearsal.steps = [
         s for s in rehearsal.steps if s.label in (TOP_LEVEL_NAME, "libtorch", "pytorch-py3.11")
