@@ -40,7 +40,8 @@ very same libraries and headers, and ``torch/_C``'s ``$ORIGIN/lib`` RUNPATH reac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Literal
 
 LIBTORCH = "libtorch"
@@ -87,6 +88,10 @@ class Rule:
     link_to: str = ""
     # a third-party library or header set that official wheels bundle: what the conda build has instead
     bundled: Bundled | None = None
+    # where a copied file goes, relative to $PREFIX; "" keeps its path in the tree (install tree: under
+    # $PREFIX, the others: under $SP_DIR). A template: {path} its path in the tree, {name} its file name,
+    # {sp_dir} $SP_DIR relative to $PREFIX (the Windows table below needs all three)
+    destination: str = ""
 
 
 _TEST_ARTIFACTS = "BUILD_TEST artifacts: the recipe builds with BUILD_TEST=0; official wheels carry them"
@@ -255,3 +260,98 @@ RULES: tuple[Rule, ...] = (
     Rule("metadata", "torch-*.dist-info/**", PYTORCH, "so pip and importlib.metadata see torch"),
 )
 # fmt: on
+
+
+# ---- win-64 --------------------------------------------------------------------------------------------
+# conda's Windows layout (conda-build environ.py windows_vars): C/C++ files under %LIBRARY_PREFIX% =
+# Library/, DLLs in Library/bin (on PATH when an environment is active, and added with os.add_dll_directory
+# by torch/__init__.py's _load_dll_libraries: os.path.join(sys.exec_prefix, "Library", "bin"), the 2.13.0
+# win_amd64 wheel's torch/__init__.py lines 175 and 241-242), import libraries in Library/lib, headers in
+# Library/include, CMake packages in Library/share/cmake (TorchConfig.cmake computes TORCH_INSTALL_PREFIX
+# three directories up: Library/). conda packages on Windows cannot rely on symlinks, so site-packages/torch
+# keeps no lib/include/share/bin copies: everything comes from Library/ (conda-forge/pytorch-cpu-feedstock
+# 74dd3d46 recipe/bld.bat places the files the same way; this table is derived from the one above, so a
+# library named there is named here).
+#
+# Where the DLLs are in the install tree: 2.13.0 installs every library with DESTINATION lib (the wheel's
+# torch/lib/c10.dll); with conda-forge's patch 0008 ("remove DESTINATION lib from install(TARGETS)",
+# applied on win) CMake's defaults put DLLs (RUNTIME) in bin/ and import libraries (ARCHIVE) in lib/, and the
+# exported Caffe2Targets-release.cmake names bin/c10.dll, which is where Library/bin needs it: without that
+# patch, find_package(Torch) fails its check that the imported lib/c10.dll exists. Both places are claimed.
+
+LIBRARY = "Library"  # %LIBRARY_PREFIX% relative to %PREFIX%
+_LINUX_LIBRARY = re.compile(r"lib/lib(?P<stem>\w+)\{shlib\}")
+_WINDOWS_SOURCE_COPIES = (
+    "copy of the install tree, which libtorch and pytorch place in Library/ and Lib/site-packages/torch/lib; "
+    "conda packages on Windows cannot rely on symlinks, and torch/__init__.py finds the DLLs in "
+    "sys.exec_prefix/Library/bin"
+)
+_WINDOWS_STATIC = (
+    "static library of bundled code (the Windows counterpart of lib/*.a; the 2.13.0 win_amd64 wheel ships "
+    "these four): linked into PyTorch's DLLs, nothing links it later"
+)
+_WINDOWS_BUNDLED_DLL = "wheel-only: a third-party DLL the wheel bundles; conda-forge has it as a package"
+
+
+def _windows_library_rules(rule: Rule, stem: str) -> tuple[Rule, ...]:
+    """The DLL (in lib/ or bin/, see above) and the import library of one library of the Linux table."""
+    if rule.action == "drop":
+        return tuple(
+            replace(rule, pattern=f"{folder}/{stem}{suffix}")
+            for folder, suffix in (("lib", ".dll"), ("bin", ".dll"), ("lib", ".lib"))
+        )
+    # torch_python.lib beside torch/_C: torch.utils.cpp_extension links extensions with
+    # /LIBPATH:<site-packages>/torch/lib torch_python.lib (the wheel's cpp_extension.py), and conda-forge's
+    # 2.13.0 test asserts %SP_DIR%\torch\lib\torch_python.lib
+    implib = "{sp_dir}/torch/lib/{name}" if stem == "torch_python" else f"{LIBRARY}/lib/{{name}}"
+    dll = f"{LIBRARY}/bin/{{name}}"
+    return (
+        *(replace(rule, pattern=f"{folder}/{stem}.dll", destination=dll) for folder in ("lib", "bin")),
+        replace(rule, pattern=f"lib/{stem}.lib", why=f"{rule.why} (import library)", destination=implib),
+    )
+
+
+# fmt: off
+_WINDOWS_ONLY_RULES = (
+    *(
+        Rule("install", f"lib/{name}.lib", NOT_SHIPPED, _WINDOWS_STATIC, action="drop")
+        for name in ("cpuinfo", "fmt", "libittnotify", "sleef")
+    ),
+    Rule("install", "include/mimalloc-2.3/**", NOT_SHIPPED, _THIRD_PARTY_HEADERS + " (mimalloc: c10's "
+         "allocator on Windows; no header of PyTorch's includes it)", action="drop"),
+    Rule("install", "bin/protoc.exe", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf "
+         "has one", action="drop"),
+    Rule("install", "lib/libiomp5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP: "
+         "intel-openmp, which mkl depends on)", action="drop"),
+    Rule("install", "lib/libiompstubs5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP's "
+         "stub library: intel-openmp)", action="drop"),
+    Rule("install", "lib/uv.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (libuv, for gloo: libuv, a host "
+         "requirement whose run_exports bring it)", action="drop"),
+)
+# fmt: on
+
+
+def _windows_rules() -> tuple[Rule, ...]:
+    out: list[Rule] = []
+    for rule in RULES:
+        library = _LINUX_LIBRARY.fullmatch(rule.pattern)
+        if rule.tree == "install" and library is not None:
+            out += _windows_library_rules(rule, library["stem"])
+        elif rule.tree == "install" and rule.pattern in ("lib/*.a", "lib/libgomp.so.1"):
+            continue  # ELF-only names; their Windows counterparts are in _WINDOWS_ONLY_RULES
+        elif rule.tree == "install":
+            out.append(rule if rule.action == "drop" else replace(rule, destination=f"{LIBRARY}/{{path}}"))
+        elif rule.action == "link":
+            out.append(Rule(rule.tree, rule.pattern, NOT_SHIPPED, _WINDOWS_SOURCE_COPIES, action="drop"))
+        else:
+            out.append(rule)
+    known = {rule.pattern for rule in out}  # a Windows file the Linux table names already is not named twice
+    return (*out, *(rule for rule in _WINDOWS_ONLY_RULES if rule.pattern not in known))
+
+
+WINDOWS_RULES: tuple[Rule, ...] = _windows_rules()
+
+
+def rules_for(shlib_ext: str) -> tuple[Rule, ...]:
+    """The table of a platform, by conda-build's SHLIB_EXT: .dll is win-64, the others share RULES."""
+    return WINDOWS_RULES if shlib_ext == ".dll" else RULES
