@@ -40,17 +40,34 @@ class Interrupted(MegabuildError):
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
-        super().__init__(
-            f"interrupted by {signal.Signals(signum).name}: the build it started was stopped and nothing of "
-            "this pass was staged; run the same build again, it resumes from pass 1's results"
-        )
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
     @property
     def exit_status(self) -> int:
         return 128 + self.signum
 
+    def line(self, pkg_name: str | None, top_level: str) -> str:
+        """The one error line: what was running, what was stopped, how to resume."""
+        what = f"the pass for PKG_NAME={pkg_name}" if pkg_name else "the driver"
+        stopped = (
+            f"its build (process group {', '.join(map(str, _stopped_groups))}) was stopped"
+            if _stopped_groups
+            else "no build was running"
+        )
+        resume = (
+            "run the same build again: Ninja keeps what was compiled"
+            if pkg_name == top_level
+            else "run the same build again, it resumes from pass 1's results"
+        )
+        return (
+            f"{what} was {self}: {stopped}, nothing of this pass was staged and no process of it is "
+            f"left; {resume}"
+        )
+
 
 _received: list[int] = []
+# The process groups stop_group ended, for the error line (which names what was stopped).
+_stopped_groups: list[int] = []
 
 
 def _handler(signum: int, frame: object) -> None:
@@ -108,6 +125,7 @@ def stop_group(process: subprocess.Popen, signum: int) -> None:
             os.killpg(process.pid, signum)
         except ProcessLookupError:
             return
+        _stopped_groups.append(process.pid)
         with suppress(subprocess.TimeoutExpired):
             process.wait(timeout=GRACE_SECONDS)
         with suppress(ProcessLookupError):  # grandchildren (ninja's compilers) may outlive setup.py
