@@ -47,7 +47,11 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from feedstock_tools.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
+from feedstock_tools.recipe_imports import import_megabuild  # noqa: E402
 from feedstock_tools.run_lock import LockBusy, RunLock  # noqa: E402
+
+# The build driver's signal discipline (recipe/megabuild/interrupt.py, standard library only), shared.
+interrupt = import_megabuild("interrupt")
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
@@ -57,10 +61,28 @@ GLOB_CHARACTERS = "*?["
 # conda-smithy writes these keys into every .ci_support file (channel_sources first, target_platform among
 # the last, the keys being sorted): a file without them is empty or was cut short.
 REQUIRED_KEYS = ("channel_sources", "target_platform")
+# How long a build started here gets to stop after a forwarded signal before it is killed: longer than
+# the rehearsal's own wait for its build scripts (which is longer than the driver's for its build).
+STOP_GRACE_SECONDS = 30.0
 
 
 class UserError(Exception):
     """A problem the user can fix: printed as one line, exit status 2."""
+
+
+@dataclass
+class Running:
+    """What this run has started and is waiting for: named by the interruption line."""
+
+    what: str
+    # the rehearsal prints its own interruption line; a build script does not
+    reports_itself: bool = False
+    process: subprocess.Popen | None = None
+    own_group: bool = True
+
+
+# What was started, the last entry running now: the one piece of state the interruption line reads.
+STARTED: list[Running] = []
 
 
 @dataclass(frozen=True)
@@ -253,6 +275,20 @@ def packages_in(artifacts: Path) -> dict[Path, float]:
     }
 
 
+def on_terminal() -> bool:
+    return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
+
+
+def start(command: Sequence[str], running: Running, own_group: bool, **popen: object) -> subprocess.Popen:
+    """Start ``command`` as what runs now. ``own_group``: in a process group of its own, which a signal to
+    this process is forwarded to as a whole; a build that needs the terminal (docker -it, --debug's shell)
+    stays in ours, where a Ctrl-C reaches it anyway, and only it is signalled."""
+    STARTED.append(running)
+    running.own_group = own_group
+    running.process = subprocess.Popen(list(command), start_new_session=own_group, **popen)  # type: ignore[call-overload]
+    return running.process
+
+
 def run_one(
     config: CiConfigSummary, args: argparse.Namespace, root: Path, log: Path | None
 ) -> tuple[int, tuple[str, ...]]:
@@ -260,15 +296,21 @@ def run_one(
     command = build_command(config)
     before = packages_in(root / "build_artifacts")
     full_env = {**os.environ, **env}
+    running = Running(f"the build of {config.name}")
     if log is None:
-        returncode = subprocess.run(command, cwd=root, env=full_env, check=False).returncode
+        own_group = not on_terminal()
+        process = start(command, running, own_group, cwd=root, env=full_env)
+        with interrupt.stopped_on_exit(process, STOP_GRACE_SECONDS, group=own_group):
+            returncode = process.wait()
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("w", encoding="utf-8") as handle:
             handle.write(f"$ {describe(command, env)}\n")
             handle.flush()
-            process = subprocess.Popen(
+            process = start(
                 command,
+                running,
+                True,
                 cwd=root,
                 env=full_env,
                 stdin=subprocess.DEVNULL,
@@ -278,13 +320,16 @@ def run_one(
                 errors="replace",
             )
             assert process.stdout is not None
-            with Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat:
+            with (
+                interrupt.stopped_on_exit(process, STOP_GRACE_SECONDS),
+                Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat,
+            ):
                 for line in process.stdout:
                     handle.write(line)
                     if args.verbose:
                         sys.stdout.write(line)
                     heartbeat.saw(line)
-            returncode = process.wait()
+                returncode = process.wait()
     after = packages_in(root / "build_artifacts")
     produced = tuple(
         sorted(path.name for path, mtime in after.items() if path not in before or before[path] != mtime)
@@ -489,8 +534,12 @@ def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> in
         if args.dry_run:
             print(shlex.join(command))
             continue
-        if subprocess.run(command, cwd=args.root, check=False).returncode != 0:
-            failed.append(name or "(default)")
+        running = Running(f"the rehearsal of {name or 'the default configuration'}", reports_itself=True)
+        # The rehearsal needs no terminal: always a group of its own, so a signal reaches all of it.
+        process = start(command, running, True, cwd=args.root)
+        with interrupt.stopped_on_exit(process, STOP_GRACE_SECONDS):
+            if process.wait() != 0:
+                failed.append(name or "(default)")
     if failed:
         print(f"rehearsal failed for {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
@@ -518,6 +567,7 @@ def choose(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    interrupt.install()  # SIGINT, SIGTERM, SIGHUP -> interrupt.Interrupted: what was started is stopped
     root = args.root.resolve()
     configs = load_configs(root)
     if args.list:
@@ -548,11 +598,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return returncode
 
 
+def interrupted_line(exc: interrupt.Interrupted) -> str | None:
+    """The one line for an interruption, or None where the stopped rehearsal has printed its own."""
+    running = STARTED[-1] if STARTED else None
+    if running is None or running.process is None:
+        return f"error: build-locally.py was {exc} before starting anything; run the same command again"
+    if running.reports_itself and running.process.returncode == exc.exit_status:
+        return None
+    group = f"process group {running.process.pid}" if running.own_group else f"process {running.process.pid}"
+    return (
+        f"error: build-locally.py was {exc}: {running.what} ({group}) was stopped and no process of it is "
+        "left; run the same command again (with --all/--match, configurations already built are skipped)"
+    )
+
+
 if __name__ == "__main__":
     try:
         sys.exit(main())
     except (UserError, LockBusy) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except interrupt.Interrupted as exc:
+        line = interrupted_line(exc)
+        if line:
+            print(line, file=sys.stderr, flush=True)
+        sys.exit(exc.exit_status)

@@ -7,6 +7,9 @@
   interrupted, forwards the signal to that whole group (setup.py, cmake, ninja, the compilers), waits for
   it, and only then lets the exception travel on: the driver never leaves its build running, orphaned.
   (A Ctrl-C at a terminal reaches only the driver's group; the driver forwards it.)
+* :func:`stopped_on_exit` gives the maintainer tools that start long builds (build-locally.py, the
+  rehearsal) the same forwarding; they import this module through feedstock_tools' recipe_imports, so
+  the discipline exists once.
 * :func:`no_interruption` defers signals over a step that must not be cut in half (moving a staged
   package into ``$PREFIX``); :func:`pending` tells whether one arrived.
 
@@ -113,21 +116,48 @@ def run_child(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
         return process.wait()
     except BaseException as exc:
         if process is not None:
-            forwarded = exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM
-            stop_group(process, forwarded)
+            stop_group(process, forwarded_signal(exc))
         raise
 
 
-def stop_group(process: subprocess.Popen, signum: int) -> None:
-    """Send ``signum`` to the process group, wait ``GRACE_SECONDS``, then SIGKILL what is left."""
+def forwarded_signal(exc: BaseException) -> int:
+    """The signal to pass on to a child when ``exc`` ends its parent's wait: the one received, else TERM."""
+    return exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM
+
+
+@contextmanager
+def stopped_on_exit(
+    process: subprocess.Popen, grace: float = GRACE_SECONDS, group: bool = True
+) -> Iterator[None]:
+    """For the maintainer tools (build-locally.py, the rehearsal), which share this discipline: an
+    exception inside the block (an :class:`Interrupted` above all) stops ``process`` -- its whole process
+    group, or only itself when it shares the caller's (a build given the terminal) -- before it travels on."""
+    try:
+        yield
+    except BaseException as exc:
+        stop_group(process, forwarded_signal(exc), grace, group)
+        raise
+
+
+def stop_group(
+    process: subprocess.Popen, signum: int, grace: float = GRACE_SECONDS, group: bool = True
+) -> None:
+    """Send ``signum`` to the process group, wait ``grace`` seconds, then SIGKILL what is left.
+
+    ``group`` False: the process shares its parent's group (it needs the terminal); only it is signalled."""
+    send = os.killpg if group else os.kill
     with no_interruption():
         try:
-            os.killpg(process.pid, signum)
+            send(process.pid, signum)
         except ProcessLookupError:
             return
-        _stopped_groups.append(process.pid)
+        if group:
+            _stopped_groups.append(process.pid)
         with suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=GRACE_SECONDS)
-        with suppress(ProcessLookupError):  # grandchildren (ninja's compilers) may outlive setup.py
-            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=grace)
+        # grandchildren (ninja's compilers) may outlive setup.py: a group is killed whatever its leader did
+        # (its id stays taken while a member lives); a lone process only while it has not been reaped
+        if group or process.returncode is None:
+            with suppress(ProcessLookupError):
+                send(process.pid, signal.SIGKILL)
         process.wait()
