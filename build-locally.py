@@ -180,13 +180,23 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 # --- checks ---------------------------------------------------------------------------------------------
 
 
+def rehearsal_instead(configs: Sequence[CiConfigSummary]) -> str:
+    """The way around a build this machine cannot run: the offline rehearsal of the same configurations."""
+    chosen = configs[0].name if len(configs) == 1 else "CONFIG"
+    return f"or rehearse it offline: ./build-locally.py --rehearse {shlex.quote(chosen)}"
+
+
 def check_buildable(config: CiConfigSummary) -> None:
     if config.is_windows and platform.system() != "Windows":
-        raise UserError(f"{config.name} is a Windows configuration; it can only be built on Windows")
+        raise UserError(
+            f"{config.name} is a Windows configuration; it can only be built on Windows "
+            f"({rehearsal_instead([config])})"
+        )
     if config.is_osx and platform.system() != "Darwin" and not os.environ.get("OSX_SDK_DIR"):
         raise UserError(
-            f"{config.name} needs OSX_SDK_DIR: 'export OSX_SDK_DIR=SDKs' downloads the macOS SDK there "
-            "(setting it means you accept Apple's SDK license)"
+            f"{config.name} needs the macOS SDK on Linux: 'export OSX_SDK_DIR=$PWD/SDKs' and the build "
+            "downloads it there (setting it means you accept Apple's SDK license), or point OSX_SDK_DIR at "
+            f"a directory holding MacOSX<version>.sdk; {rehearsal_instead([config])}"
         )
 
 
@@ -194,9 +204,12 @@ def uses_docker(config: CiConfigSummary) -> bool:
     return not (config.is_osx and platform.system() == "Darwin")
 
 
-def check_docker() -> None:
+def check_docker(configs: Sequence[CiConfigSummary]) -> None:
+    around = rehearsal_instead(configs)
     if shutil.which("docker") is None:
-        raise UserError("docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)")
+        raise UserError(
+            f"docker not found on PATH: install Docker (https://docs.docker.com/engine/install/), {around}"
+        )
     timeout = seconds_from_env("BUILD_LOCALLY_DOCKER_TIMEOUT", 30.0)  # a healthy daemon answers at once
     try:
         info = subprocess.run(
@@ -205,12 +218,12 @@ def check_docker() -> None:
     except subprocess.TimeoutExpired:
         raise UserError(
             f"'docker info' did not answer within {timeout:g} s: the Docker daemon hangs; restart it "
-            "(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT"
+            f"(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT, {around}"
         ) from None
     if info.returncode != 0:
         raise UserError(
             "the Docker daemon is not running ('docker info' failed): "
-            "start it, e.g. 'sudo systemctl start docker'"
+            f"start it, e.g. 'sudo systemctl start docker', {around}"
         )
 
 
@@ -587,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(describe(build_command(config), build_environment(config, args, root)))
         return 0
     if any(uses_docker(config) for config in chosen):
-        check_docker()
+        check_docker(chosen)
     if sequential:
         return run_sequence(chosen, args, root)
     config = chosen[0]
