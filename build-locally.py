@@ -46,9 +46,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from feedstock_tools.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
-from feedstock_tools.recipe_imports import import_megabuild  # noqa: E402
-from feedstock_tools.run_lock import LockBusy, RunLock  # noqa: E402
+from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
+from feedstock_tools.common.recipe_imports import import_megabuild  # noqa: E402
+from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
 
 # The build driver's signal discipline (recipe/megabuild/interrupt.py, standard library only), shared.
 interrupt = import_megabuild("interrupt")
