@@ -47,11 +47,8 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
-from feedstock_tools.common.recipe_imports import import_megabuild  # noqa: E402
+from feedstock_tools.common import interruption  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
-
-# The build driver's signal discipline (recipe/megabuild/interrupt.py, standard library only), shared.
-interrupt = import_megabuild("interrupt")
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
@@ -63,7 +60,7 @@ GLOB_CHARACTERS = "*?["
 REQUIRED_KEYS = ("channel_sources", "target_platform")
 # How long a build started here gets to stop after a forwarded signal before it is killed: longer than
 # the rehearsal's own wait for its build scripts (which is longer than the driver's for its build).
-STOP_GRACE_SECONDS = 30.0
+STOP_GRACE_SECONDS = 1.5 * interruption.GRACE_SECONDS
 
 
 class UserError(Exception):
@@ -313,7 +310,7 @@ def run_one(
     if log is None:
         own_group = not on_terminal()
         process = start(command, running, own_group, cwd=root, env=full_env)
-        with interrupt.stopped_on_exit(process, STOP_GRACE_SECONDS, group=own_group):
+        with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS, group=own_group):
             returncode = process.wait()
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -334,7 +331,7 @@ def run_one(
             )
             assert process.stdout is not None
             with (
-                interrupt.stopped_on_exit(process, STOP_GRACE_SECONDS),
+                interruption.stopped_on_exit(process, STOP_GRACE_SECONDS),
                 Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat,
             ):
                 for line in process.stdout:
@@ -550,7 +547,7 @@ def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> in
         running = Running(f"the rehearsal of {name or 'the default configuration'}", reports_itself=True)
         # The rehearsal needs no terminal: always a group of its own, so a signal reaches all of it.
         process = start(command, running, True, cwd=args.root)
-        with interrupt.stopped_on_exit(process, STOP_GRACE_SECONDS):
+        with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS):
             if process.wait() != 0:
                 failed.append(name or "(default)")
     if failed:
@@ -580,7 +577,7 @@ def choose(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    interrupt.install()  # SIGINT, SIGTERM, SIGHUP -> interrupt.Interrupted: what was started is stopped
+    interruption.install()  # SIGINT, SIGTERM, SIGHUP -> interruption.Interrupted: what was started is stopped
     root = args.root.resolve()
     configs = load_configs(root)
     if args.list:
@@ -611,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return returncode
 
 
-def interrupted_line(exc: interrupt.Interrupted) -> str | None:
+def interrupted_line(exc: interruption.Interrupted) -> str | None:
     """The one line for an interruption, or None where the stopped rehearsal has printed its own."""
     running = STARTED[-1] if STARTED else None
     if running is None or running.process is None:
@@ -631,7 +628,7 @@ if __name__ == "__main__":
     except (UserError, LockBusy) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except interrupt.Interrupted as exc:
+    except interruption.Interrupted as exc:
         line = interrupted_line(exc)
         if line:
             print(line, file=sys.stderr, flush=True)

@@ -111,6 +111,7 @@ def feedstock(tmp_path: Path) -> Feedstock:
         "ci/ci_files.py",
         "common/__init__.py",
         "common/errors.py",
+        "common/interruption.py",
         "common/recipe_imports.py",
         "common/run_lock.py",
     ):

@@ -31,7 +31,8 @@ from megabuild.staging import tree_files
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
 from feedstock_tools.common.run_lock import LockBusy
-from feedstock_tools.proofs.rehearsal.harness import Rehearsal
+from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
+from feedstock_tools.proofs.rehearsal.plan import work_name
 
 if TYPE_CHECKING:
     from conftest import HostPython
@@ -413,6 +414,51 @@ def test_rehearsal_work_directory_name_cannot_leave_the_work_root(tmp_path: Path
     result = tool("rehearse", str(crafted), "--work-dir", str(work))
     tool_error(result)
     assert (victim / "keep").read_text() == "keep me"
+
+
+CPU_CONFIG = next((REPO / ".ci_support").glob("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("signum", "via_build_locally"),
+    [(signal.SIGINT, False), (signal.SIGHUP, False), (signal.SIGTERM, True)],
+    ids=["SIGINT-rehearse", "SIGHUP-rehearse", "SIGTERM-build-locally--rehearse"],
+)
+def test_a_signal_to_the_rehearsal_alone_stops_every_process_it_started(
+    tmp_path: Path, signum: signal.Signals, via_build_locally: bool
+) -> None:
+    """`kill PID` / `timeout` on the top process only, while pass 1's build runs three levels down
+    (rehearse -> build.sh = the driver -> setup.py's process group); formerly a traceback (SIGINT) or a
+    silent death (SIGTERM, SIGHUP) with the build orphaned."""
+    work = tmp_path / "work"
+    cache = DEFAULT_WORK_ROOT / ".cache"  # the venv templates every rehearsal test shares
+    rehearse = ["rehearse", CPU_CONFIG.stem, "--verbose", "--work-dir", str(work), "--cache-dir", str(cache)]
+    if via_build_locally:  # build-locally.py has no --work-dir: it runs `rehearse` as a user would
+        command = [sys.executable, "build-locally.py", "--rehearse", CPU_CONFIG.stem, "--verbose"]
+        work = DEFAULT_WORK_ROOT
+    else:
+        command = [sys.executable, "-m", "feedstock_tools", *rehearse]
+    process = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert process.stdout is not None
+    group = None
+    for line in process.stdout:
+        if "[megabuild]   (process group " in line:  # pass 1's setup.py build has started
+            group = int(line.rsplit("(process group ", 1)[1].rstrip(")\n"))
+            break
+    assert group is not None
+    os.kill(process.pid, signum)
+    err = process.communicate(timeout=120)[1]
+    assert process.returncode == 128 + signum, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: python -m feedstock_tools rehearse was interrupted by {signum.name}")
+    assert "run the same command again" in lines[0]
+    assert live_members(group) == []  # the driver's build, two levels down, is gone too
+    driver_log = next((work / work_name(CPU_CONFIG) / "logs").glob("01-*.log")).read_text()
+    assert f"the pass for PKG_NAME=libtorch-split was interrupted by {signum.name}" in driver_log
+    assert f"(process group {group}) was stopped" in driver_log
 
 
 def test_two_rehearsals_cannot_share_a_work_directory(tmp_path: Path) -> None:

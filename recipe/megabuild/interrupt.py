@@ -105,6 +105,11 @@ def checkpoint(name: str) -> None:
         os.kill(os.getpid(), getattr(signal, f"SIG{os.environ.get(TEST_SIGNAL, 'TERM')}"))
 
 
+def stopped_groups() -> tuple[int, ...]:
+    """The process groups :func:`stop_group` ended (the maintainer tools name them in their line)."""
+    return tuple(_stopped_groups)
+
+
 def run_child(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
     """Run ``command`` in its own process group; on interruption stop that group, then re-raise."""
     process: subprocess.Popen | None = None

@@ -43,6 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=harness.DEFAULT_WORK_ROOT,
         help="where the work trees, packages and logs go (default: %(default)s)",
     )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="venv templates per Python and the stand-in's libmagma, made once and kept between runs "
+        "(default: WORK_DIR/.cache; about 750 MB with four Pythons; delete it to start clean)",
+    )
     parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--standin", type=Path, default=harness.DEFAULT_STANDIN, help=argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="store_true", help="stream every build script's output")
@@ -58,7 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="build the variants of each output in reverse order (pytorch for the newest Python first, "
         "nomagma before magma): the passes must not depend on an order conda-build may change",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(
+        func=run,
+        resume_hint="run the same command again: it starts over in a fresh work directory (the venv "
+        "templates in the work directory's .cache are kept)",
+    )
 
 
 def configurations() -> list[Path]:
@@ -102,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         reverse_variants=args.reverse_variants,
         fresh_work_dir=args.fresh_work_dir,
+        cache_root=args.cache_dir,
     )
     print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
     target = rehearsal.target
