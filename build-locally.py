@@ -28,7 +28,6 @@ Standard library only (except --rehearse, which needs requirements-dev.txt).
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import os
 import platform
 import shlex
@@ -47,14 +46,14 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
-from feedstock_tools.common import interruption  # noqa: E402
+from feedstock_tools.common import config_selector, interruption  # noqa: E402
+from feedstock_tools.common.errors import ToolError  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
 DONE_MARKER = "conda-forge-build-done-{config}"  # written by .scripts/build_steps.sh as its last step
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
-GLOB_CHARACTERS = "*?["
 # conda-smithy writes these keys into every .ci_support file (channel_sources first, target_platform among
 # the last, the keys being sorted): a file without them is empty or was cut short.
 REQUIRED_KEYS = ("channel_sources", "target_platform")
@@ -116,29 +115,21 @@ def load_configs(root: Path) -> list[CiConfigSummary]:
         raise UserError(f"cannot read the files in {folder} ({exc}): check them, or re-render") from None
 
 
-def select(configs: Sequence[CiConfigSummary], pattern: str) -> list[CiConfigSummary]:
-    """Exact name, then glob (may give several), then unique substring."""
-    by_name = {config.name: config for config in configs}
-    if pattern in by_name:
-        return [by_name[pattern]]
-    if any(char in pattern for char in GLOB_CHARACTERS):
-        matches = [config for config in configs if fnmatch.fnmatchcase(config.name, pattern)]
+def by_selector(
+    configs: Sequence[CiConfigSummary], selector: str, root: Path, several: bool
+) -> list[CiConfigSummary]:
+    """The configurations a name, part, glob or .ci_support path chooses (common/config_selector.py);
+    ``several`` False: a part that matches more than one is an error naming them."""
+    if config_selector.is_path(selector):
+        names = [config_selector.resolve_one(selector, root / config_selector.CI_SUPPORT).stem]
+    elif several:
+        names = config_selector.select([config.name for config in configs], selector)
     else:
-        matches = [config for config in configs if pattern in config.name]
-    if not matches:
-        raise UserError(f"no configuration matches {pattern!r}; see ./build-locally.py --list")
-    return matches
-
-
-def select_one(configs: Sequence[CiConfigSummary], pattern: str) -> CiConfigSummary:
-    matches = select(configs, pattern)
-    if len(matches) > 1:
-        names = ", ".join(config.name for config in matches)
-        raise UserError(
-            f"{pattern!r} matches {len(matches)} configurations ({names}); give more of the name, "
-            "or use --match to build them all"
-        )
-    return matches[0]
+        names = [config_selector.select_one([config.name for config in configs], selector)]
+    chosen = [config for config in configs if config.name in names]
+    if not chosen:  # a path to a configuration that --platform/--cuda/--blas left out
+        raise UserError(f"{selector} is not among the configurations the filters keep; drop a filter")
+    return chosen
 
 
 def choose_interactively(configs: Sequence[CiConfigSummary]) -> CiConfigSummary:
@@ -482,10 +473,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="build-locally.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "config", nargs="?", help="configuration: exact name, unique part of a name, or a glob"
+        "config",
+        nargs="?",
+        help="configuration: exact name, unique part of a name, a glob, or a .ci_support/*.yaml path",
     )
     choice = parser.add_argument_group("which configurations")
     choice.add_argument("--list", action="store_true", help="print the configurations and exit")
+    choice.add_argument(
+        "--platform", help="only configurations for this target platform (linux-64, osx-arm64, ...)"
+    )
+    choice.add_argument(
+        "--cuda", metavar="VERSION", help="only this CUDA version (12.9, 13.0), 'none' (CPU) or 'any' (CUDA)"
+    )
+    choice.add_argument("--blas", help="only this BLAS (mkl, generic)")
     choice.add_argument("--all", action="store_true", help="build every configuration, one after another")
     choice.add_argument(
         "--match", metavar="PATTERN", help="build every configuration matching a glob or substring"
@@ -521,6 +521,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     run.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for given, what in ((args.config, "CONFIG"), (args.match, "--match")):
+        if given is not None and not given.strip():
+            parser.error(f"{what} is empty: give a configuration's name, a part of it or a glob (see --list)")
     if args.output_id and not args.debug:
         parser.error("--output-id only applies with --debug")
     if sum(bool(x) for x in (args.all, args.match, args.list)) > 1:
@@ -532,10 +535,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> int:
     """The rehearsal of CONFIG, or of every configuration --all/--match choose, one after another."""
-    if args.all or args.match:
+    if args.all or args.match or args.config:
         names: list[str | None] = [config.name for config in choose(configs, args)[0]]
     else:
-        names = [select_one(configs, args.config).name if args.config else None]
+        names = [None]  # the rehearsal's own default configuration
+    if len(names) > 1 and not args.dry_run:
+        announce([config for config in configs if config.name in names], "rehearsing")
     failed = []
     for name in names:
         command = [sys.executable, "-m", "feedstock_tools", "rehearse", *([name] if name else [])]
@@ -555,6 +560,13 @@ def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> in
     return 1 if failed else 0
 
 
+def announce(chosen: Sequence[CiConfigSummary], doing: str) -> None:
+    """Before a selector's several configurations run: which, so a glob that chose too many shows it."""
+    print(f"{doing} {len(chosen)} configurations in a row:", flush=True)
+    for config in chosen:
+        print(f"  {config.name}", flush=True)
+
+
 def choose(
     configs: Sequence[CiConfigSummary], args: argparse.Namespace
 ) -> tuple[list[CiConfigSummary], bool]:
@@ -562,12 +574,12 @@ def choose(
     if args.all:
         return list(configs), True
     if args.match:
-        return select(configs, args.match), True
-    if args.config and any(char in args.config for char in GLOB_CHARACTERS):
-        chosen = select(configs, args.config)
+        return by_selector(configs, args.match, args.root, several=True), True
+    if args.config and config_selector.is_glob(args.config):
+        chosen = by_selector(configs, args.config, args.root, several=True)
         return chosen, len(chosen) > 1
     if args.config:
-        return [select_one(configs, args.config)], False
+        return by_selector(configs, args.config, args.root, several=False), False
     if len(configs) == 1:
         return list(configs), False
     if sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty():
@@ -580,6 +592,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     interruption.install()  # SIGINT, SIGTERM, SIGHUP -> interruption.Interrupted: what was started is stopped
     root = args.root.resolve()
     configs = load_configs(root)
+    only = config_selector.ConfigFilter(args.platform, args.cuda, args.blas)
+    if only:
+        configs = only.apply(configs)
     if args.list:
         print(format_table(configs))
         return 0
@@ -599,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(uses_docker(config) for config in chosen):
         check_docker(chosen)
     if sequential:
+        announce(chosen, "building")
         return run_sequence(chosen, args, root)
     config = chosen[0]
     print(f"building {config.name}", flush=True)
@@ -625,7 +641,7 @@ def interrupted_line(exc: interruption.Interrupted) -> str | None:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (UserError, LockBusy) as exc:
+    except (UserError, ToolError) as exc:  # ToolError: a selection error, LockBusy
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except interruption.Interrupted as exc:

@@ -44,9 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Every subcommand: SIGINT/SIGTERM/SIGHUP sent to this process alone (`kill`, `timeout`, a CI cancel)
     # end in cleanup and one line, never a traceback or a silent death (docs/failure-modes.md).
-    interruption.install()
     try:
-        return int(args.func(args) or 0)
+        with interruption.handled():
+            return int(args.func(args) or 0)
     except ToolError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -110,6 +110,7 @@ def feedstock(tmp_path: Path) -> Feedstock:
         "ci/__init__.py",
         "ci/ci_files.py",
         "common/__init__.py",
+        "common/config_selector.py",
         "common/errors.py",
         "common/interruption.py",
         "common/recipe_imports.py",
@@ -400,7 +401,7 @@ ERRORS: dict[str, tuple[list[str], Callable[[Feedstock, Path], dict[str, str]], 
     "unknown": (
         ["nope"],
         lambda f, t: {},
-        "error: no configuration matches 'nope'; see ./build-locally.py --list",
+        "error: no configuration matches 'nope'; list them with './build-locally.py --list'",
     ),
     "ambiguous": (["linux_64"], lambda f, t: {}, "error: 'linux_64' matches 6 configurations ("),
     "osx-sdk": (

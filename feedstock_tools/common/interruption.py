@@ -10,6 +10,10 @@ only: build-locally.py uses it.
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from feedstock_tools.common.recipe_imports import import_megabuild
 
 interrupt = import_megabuild("interrupt")
@@ -21,6 +25,18 @@ forwarded_signal = interrupt.forwarded_signal
 # A tool's child gets longer than the driver's build (interrupt.GRACE_SECONDS) to stop: the rehearsal's
 # build script is the driver, which first waits for its own build.
 GRACE_SECONDS = 2 * interrupt.GRACE_SECONDS
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """The handlers installed for the block, the caller's back after it (tests call a tool's main())."""
+    previous = {signum: signal.getsignal(signum) for signum in interrupt.HANDLED}
+    install()
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def stopped_groups() -> list[int]:
