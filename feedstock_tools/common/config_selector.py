@@ -104,6 +104,10 @@ def resolve_files(selector: str, folder: Path, outside: bool = False) -> list[Pa
             raise SelectionError(f"no configuration file {selector}; {LIST_HINT}")
         if path.suffix != ".yaml":
             raise SelectionError(f"{selector} is not a .yaml configuration file; {LIST_HINT}")
+        if path.stat().st_size == 0:
+            raise SelectionError(
+                f"{selector} is empty: re-render it with 'python -m feedstock_tools render-ci'"
+            )
         if not outside and path.resolve().parent != folder.resolve():
             raise SelectionError(f"{selector} is not in {folder}; name a configuration there, or {LIST_HINT}")
         return [path]

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
 from feedstock_tools.common.recipe_imports import import_megabuild
@@ -298,7 +299,7 @@ def staging_errors_as_tool_errors(work: Path) -> Iterator[None]:
             shutil.rmtree(work / name, ignore_errors=True)
         if not existed:
             shutil.rmtree(work, ignore_errors=True)
-        if isinstance(exc, _megabuild_errors.MegabuildError):
+        if isinstance(exc, _megabuild_errors.MegabuildError):  # (an interruption is not one)
             raise ToolError(str(exc)) from None
         raise
 
@@ -332,6 +333,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> None:
+    inputs.input_file(args.wheel, "wheel", "a PyTorch wheel (.whl)", (".whl",))
+    if args.provenance and args.file_list is None:
+        raise ToolError("--provenance describes a --file-list; give both, or neither")
+    if args.file_list is not None:
+        inputs.output_file(args.file_list, "--file-list")
+    else:
+        inputs.work_dir(args.work, "--work")
     if args.file_list is not None:
         count = write_file_list(args.wheel, args.file_list, args.provenance)
         print(f"wrote the {count} files of {args.wheel.name} to {args.file_list}")

@@ -26,7 +26,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from megabuild.errors import MegabuildError
 from megabuild.log import say
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -38,8 +37,10 @@ TEST_SIGNAL_AT = "MEGABUILD_TEST_SIGNAL_AT"
 TEST_SIGNAL = "MEGABUILD_TEST_SIGNAL"
 
 
-class Interrupted(MegabuildError):
-    """The driver received SIGTERM/SIGINT/SIGHUP; raised from the signal handler."""
+class Interrupted(BaseException):
+    """The driver received SIGTERM/SIGINT/SIGHUP; raised from the signal handler. A BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` (nor a tool's conversion of MegabuildError into its own
+    error, as wheel-layout's) may take it for an ordinary failure."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from feedstock_tools.ci.ci_files import summarize
-from feedstock_tools.common import config_selector
+from feedstock_tools.common import config_selector, inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import harness, report
 from feedstock_tools.proofs.rehearsal.plan import load_config
@@ -104,6 +104,11 @@ def resolve_config(name: str | None, only: config_selector.ConfigFilter | None =
 
 def run(args: argparse.Namespace) -> int:
     only = config_selector.ConfigFilter(args.platform, args.cuda, args.blas)
+    if args.list and args.config is not None:
+        raise ToolError("--list takes no CONFIG: narrow the list with --platform, --cuda, --blas")
+    inputs.work_dir(args.work_dir, "--work-dir")
+    if args.cache_dir is not None:
+        inputs.work_dir(args.cache_dir, "--cache-dir")
     if args.list:
         for path in configurations(only):
             print(path.stem)
