@@ -67,6 +67,9 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("wheel-layout {text} --work {dir}/w", "wheel {text} is not a .whl file"),
         ("wheel-layout {file} --work {text}", "--work {text} is a file"),
         ("gpu-check --installed --work {text}", "--work {text} is a file"),
+        ("solve-check --recipe-dir {dir}", "--recipe-dir {dir}: no meta.yaml there"),
+        ("solve-check --channel-dir {text}", "--channel-dir {text} is a file"),
+        ("solve-check --ci-support {dir}", "no configurations in {dir}"),
     ],
     "contradictory options": [
         ("rehearse --list osx_arm64", "--list takes no CONFIG"),
