@@ -33,6 +33,8 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("render --recipe {missing}", "--recipe {missing}: no meta.yaml there"),
         ("wheel-layout {missing}.whl --work {dir}/w", "wheel {missing}.whl does not exist"),
         ("wheel-layout {file} --file-list {missing}/list.txt", "directory {missing} does not exist"),
+        ("wheel-layout {file} --needs-list {missing}/needs.txt", "directory {missing} does not exist"),
+        ("wheel-layout {file} --work {dir}/w --config nope", "no configuration matches 'nope'"),
         ("gpu-check --wheel {missing}.whl --work {dir}/w", "--wheel {missing}.whl does not exist"),
         (
             "gpu-check --installed --python {missing} --work {dir}/w",
@@ -78,6 +80,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("rehearse --list --platform osx-64 --cuda 12.9", "no configuration is platform osx-64, CUDA 12.9"),
         ("render osx_arm64 --subdir osx-64", "--subdir applies only without CONFIG"),
         ("wheel-layout {file} --provenance here --work {dir}/w", "--provenance describes a --file-list"),
+        ("wheel-layout {file} --config osx_arm64 --file-list {dir}/l.txt", "--config chooses the recipe"),
         ("render-ci --check --list --pinning " + str(PINNING), "--check and --list do different things"),
     ],
 }

@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock_tools.common import inputs
+from feedstock_tools.common import config_selector, inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT, import_megabuild
@@ -455,7 +455,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        help="with --work: the .ci_support file whose recipe outputs the linkage is checked against "
+        help="with --work: the configuration (name, unique part, glob or .yaml path) whose recipe outputs "
+        "the linkage is checked against "
         "(default: the one of the wheel's platform and CUDA version with generic BLAS)",
     )
     parser.add_argument(
@@ -468,12 +469,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _main(args: argparse.Namespace) -> None:
     inputs.input_file(args.wheel, "wheel", "a PyTorch wheel (.whl)", (".whl",))
-    if args.provenance and args.file_list is None:
-        raise ToolError("--provenance describes a --file-list; give both, or neither")
+    lists = args.file_list if args.file_list is not None else args.needs_list
+    if args.provenance and lists is None:
+        raise ToolError("--provenance describes a --file-list or --needs-list; give one with it, or neither")
+    if args.config is not None and args.work is None:
+        raise ToolError("--config chooses the recipe the layout under --work is checked against; give --work")
     if args.file_list is not None:
         inputs.output_file(args.file_list, "--file-list")
+    elif args.needs_list is not None:
+        inputs.output_file(args.needs_list, "--needs-list")
     else:
         inputs.work_dir(args.work, "--work")
+        if args.config is not None:  # the one configuration selector: a name, a part, a glob, a path
+            args.config = config_selector.resolve_one(str(args.config), CI_SUPPORT, outside=True)
     if args.file_list is not None:
         count = write_file_list(args.wheel, args.file_list, args.provenance)
         print(f"wrote the {count} files of {args.wheel.name} to {args.file_list}")
