@@ -71,7 +71,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
         ("gpu-check --installed --work {text}", "--work {text} is a file"),
         ("solve-check --recipe-dir {dir}", "--recipe-dir {dir}: no meta.yaml there"),
         ("solve-check --channel-dir {text}", "--channel-dir {text} is a file"),
-        ("solve-check --ci-support {dir}", "no configurations in {dir}"),
+        ("solve-check --ci-support {dir} --pinning " + str(PINNING), "no configurations in {dir}"),
     ],
     "contradictory options": [
         ("rehearse --list osx_arm64", "--list takes no CONFIG"),

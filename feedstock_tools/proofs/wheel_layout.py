@@ -468,7 +468,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> None:
-    inputs.input_file(args.wheel, "wheel", "a PyTorch wheel (.whl)", (".whl",))
+    wanted = "a PyTorch wheel (.whl; 'pip download torch==2.13.0 --no-deps' gives one)"
+    inputs.input_file(args.wheel, "wheel", wanted, (".whl",))
     lists = args.file_list if args.file_list is not None else args.needs_list
     if args.provenance and lists is None:
         raise ToolError("--provenance describes a --file-list or --needs-list; give one with it, or neither")
@@ -486,8 +487,6 @@ def _main(args: argparse.Namespace) -> None:
         count = write_file_list(args.wheel, args.file_list, args.provenance)
         print(f"wrote the {count} files of {args.wheel.name} to {args.file_list}")
     elif args.needs_list is not None:
-        if not args.wheel.is_file():
-            raise ToolError(f"wheel not found: {args.wheel} (pip download torch==2.13.0 --no-deps gives it)")
         digest = hashlib.sha256(args.wheel.read_bytes()).hexdigest()
         header = f"The binaries of {args.wheel.name}, sha256 {digest}. {args.provenance}".strip()
         count = linkage.write_needs_list(linkage.wheel_needs(args.wheel), args.needs_list, header)
