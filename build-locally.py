@@ -28,7 +28,6 @@ Standard library only (except --rehearse, which needs requirements-dev.txt).
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import os
 import platform
 import shlex
@@ -47,20 +46,39 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
+from feedstock_tools.common import config_selector, interruption  # noqa: E402
+from feedstock_tools.common.errors import ToolError  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
 DONE_MARKER = "conda-forge-build-done-{config}"  # written by .scripts/build_steps.sh as its last step
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
-GLOB_CHARACTERS = "*?["
 # conda-smithy writes these keys into every .ci_support file (channel_sources first, target_platform among
 # the last, the keys being sorted): a file without them is empty or was cut short.
 REQUIRED_KEYS = ("channel_sources", "target_platform")
+# How long a build started here gets to stop after a forwarded signal before it is killed: longer than
+# the rehearsal's own wait for its build scripts (which is longer than the driver's for its build).
+STOP_GRACE_SECONDS = 1.5 * interruption.GRACE_SECONDS
 
 
 class UserError(Exception):
     """A problem the user can fix: printed as one line, exit status 2."""
+
+
+@dataclass
+class Running:
+    """What this run has started and is waiting for: named by the interruption line."""
+
+    what: str
+    # the rehearsal prints its own interruption line; a build script does not
+    reports_itself: bool = False
+    process: subprocess.Popen | None = None
+    own_group: bool = True
+
+
+# What was started, the last entry running now: the one piece of state the interruption line reads.
+STARTED: list[Running] = []
 
 
 @dataclass(frozen=True)
@@ -97,29 +115,21 @@ def load_configs(root: Path) -> list[CiConfigSummary]:
         raise UserError(f"cannot read the files in {folder} ({exc}): check them, or re-render") from None
 
 
-def select(configs: Sequence[CiConfigSummary], pattern: str) -> list[CiConfigSummary]:
-    """Exact name, then glob (may give several), then unique substring."""
-    by_name = {config.name: config for config in configs}
-    if pattern in by_name:
-        return [by_name[pattern]]
-    if any(char in pattern for char in GLOB_CHARACTERS):
-        matches = [config for config in configs if fnmatch.fnmatchcase(config.name, pattern)]
+def by_selector(
+    configs: Sequence[CiConfigSummary], selector: str, root: Path, several: bool
+) -> list[CiConfigSummary]:
+    """The configurations a name, part, glob or .ci_support path chooses (common/config_selector.py);
+    ``several`` False: a part that matches more than one is an error naming them."""
+    if config_selector.is_path(selector):
+        names = [config_selector.resolve_one(selector, root / config_selector.CI_SUPPORT).stem]
+    elif several:
+        names = config_selector.select([config.name for config in configs], selector)
     else:
-        matches = [config for config in configs if pattern in config.name]
-    if not matches:
-        raise UserError(f"no configuration matches {pattern!r}; see ./build-locally.py --list")
-    return matches
-
-
-def select_one(configs: Sequence[CiConfigSummary], pattern: str) -> CiConfigSummary:
-    matches = select(configs, pattern)
-    if len(matches) > 1:
-        names = ", ".join(config.name for config in matches)
-        raise UserError(
-            f"{pattern!r} matches {len(matches)} configurations ({names}); give more of the name, "
-            "or use --match to build them all"
-        )
-    return matches[0]
+        names = [config_selector.select_one([config.name for config in configs], selector)]
+    chosen = [config for config in configs if config.name in names]
+    if not chosen:  # a path to a configuration that --platform/--cuda/--blas left out
+        raise UserError(f"{selector} is not among the configurations the filters keep; drop a filter")
+    return chosen
 
 
 def choose_interactively(configs: Sequence[CiConfigSummary]) -> CiConfigSummary:
@@ -158,13 +168,23 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 # --- checks ---------------------------------------------------------------------------------------------
 
 
+def rehearsal_instead(configs: Sequence[CiConfigSummary]) -> str:
+    """The way around a build this machine cannot run: the offline rehearsal of the same configurations."""
+    chosen = configs[0].name if len(configs) == 1 else "CONFIG"
+    return f"or rehearse it offline: ./build-locally.py --rehearse {shlex.quote(chosen)}"
+
+
 def check_buildable(config: CiConfigSummary) -> None:
     if config.is_windows and platform.system() != "Windows":
-        raise UserError(f"{config.name} is a Windows configuration; it can only be built on Windows")
+        raise UserError(
+            f"{config.name} is a Windows configuration; it can only be built on Windows "
+            f"({rehearsal_instead([config])})"
+        )
     if config.is_osx and platform.system() != "Darwin" and not os.environ.get("OSX_SDK_DIR"):
         raise UserError(
-            f"{config.name} needs OSX_SDK_DIR: 'export OSX_SDK_DIR=SDKs' downloads the macOS SDK there "
-            "(setting it means you accept Apple's SDK license)"
+            f"{config.name} needs the macOS SDK on Linux: 'export OSX_SDK_DIR=$PWD/SDKs' and the build "
+            "downloads it there (setting it means you accept Apple's SDK license), or point OSX_SDK_DIR at "
+            f"a directory holding MacOSX<version>.sdk; {rehearsal_instead([config])}"
         )
 
 
@@ -172,9 +192,12 @@ def uses_docker(config: CiConfigSummary) -> bool:
     return not (config.is_osx and platform.system() == "Darwin")
 
 
-def check_docker() -> None:
+def check_docker(configs: Sequence[CiConfigSummary]) -> None:
+    around = rehearsal_instead(configs)
     if shutil.which("docker") is None:
-        raise UserError("docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)")
+        raise UserError(
+            f"docker not found on PATH: install Docker (https://docs.docker.com/engine/install/), {around}"
+        )
     timeout = seconds_from_env("BUILD_LOCALLY_DOCKER_TIMEOUT", 30.0)  # a healthy daemon answers at once
     try:
         info = subprocess.run(
@@ -183,12 +206,12 @@ def check_docker() -> None:
     except subprocess.TimeoutExpired:
         raise UserError(
             f"'docker info' did not answer within {timeout:g} s: the Docker daemon hangs; restart it "
-            "(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT"
+            f"(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT, {around}"
         ) from None
     if info.returncode != 0:
         raise UserError(
             "the Docker daemon is not running ('docker info' failed): "
-            "start it, e.g. 'sudo systemctl start docker'"
+            f"start it, e.g. 'sudo systemctl start docker', {around}"
         )
 
 
@@ -253,6 +276,20 @@ def packages_in(artifacts: Path) -> dict[Path, float]:
     }
 
 
+def on_terminal() -> bool:
+    return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
+
+
+def start(command: Sequence[str], running: Running, own_group: bool, **popen: object) -> subprocess.Popen:
+    """Start ``command`` as what runs now. ``own_group``: in a process group of its own, which a signal to
+    this process is forwarded to as a whole; a build that needs the terminal (docker -it, --debug's shell)
+    stays in ours, where a Ctrl-C reaches it anyway, and only it is signalled."""
+    STARTED.append(running)
+    running.own_group = own_group
+    running.process = subprocess.Popen(list(command), start_new_session=own_group, **popen)  # type: ignore[call-overload]
+    return running.process
+
+
 def run_one(
     config: CiConfigSummary, args: argparse.Namespace, root: Path, log: Path | None
 ) -> tuple[int, tuple[str, ...]]:
@@ -260,15 +297,21 @@ def run_one(
     command = build_command(config)
     before = packages_in(root / "build_artifacts")
     full_env = {**os.environ, **env}
+    running = Running(f"the build of {config.name}")
     if log is None:
-        returncode = subprocess.run(command, cwd=root, env=full_env, check=False).returncode
+        own_group = not on_terminal()
+        process = start(command, running, own_group, cwd=root, env=full_env)
+        with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS, group=own_group):
+            returncode = process.wait()
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("w", encoding="utf-8") as handle:
             handle.write(f"$ {describe(command, env)}\n")
             handle.flush()
-            process = subprocess.Popen(
+            process = start(
                 command,
+                running,
+                True,
                 cwd=root,
                 env=full_env,
                 stdin=subprocess.DEVNULL,
@@ -278,13 +321,16 @@ def run_one(
                 errors="replace",
             )
             assert process.stdout is not None
-            with Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat:
+            with (
+                interruption.stopped_on_exit(process, STOP_GRACE_SECONDS),
+                Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat,
+            ):
                 for line in process.stdout:
                     handle.write(line)
                     if args.verbose:
                         sys.stdout.write(line)
                     heartbeat.saw(line)
-            returncode = process.wait()
+                returncode = process.wait()
     after = packages_in(root / "build_artifacts")
     produced = tuple(
         sorted(path.name for path, mtime in after.items() if path not in before or before[path] != mtime)
@@ -427,10 +473,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="build-locally.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "config", nargs="?", help="configuration: exact name, unique part of a name, or a glob"
+        "config",
+        nargs="?",
+        help="configuration: exact name, unique part of a name, a glob, or a .ci_support/*.yaml path",
     )
     choice = parser.add_argument_group("which configurations")
     choice.add_argument("--list", action="store_true", help="print the configurations and exit")
+    choice.add_argument(
+        "--platform", help="only configurations for this target platform (linux-64, osx-arm64, ...)"
+    )
+    choice.add_argument(
+        "--cuda", metavar="VERSION", help="only this CUDA version (12.9, 13.0), 'none' (CPU) or 'any' (CUDA)"
+    )
+    choice.add_argument("--blas", help="only this BLAS (mkl, generic)")
     choice.add_argument("--all", action="store_true", help="build every configuration, one after another")
     choice.add_argument(
         "--match", metavar="PATTERN", help="build every configuration matching a glob or substring"
@@ -466,6 +521,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     run.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for given, what in ((args.config, "CONFIG"), (args.match, "--match")):
+        if given is not None and not given.strip():
+            parser.error(f"{what} is empty: give a configuration's name, a part of it or a glob (see --list)")
     if args.output_id and not args.debug:
         parser.error("--output-id only applies with --debug")
     if sum(bool(x) for x in (args.all, args.match, args.list)) > 1:
@@ -477,10 +535,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> int:
     """The rehearsal of CONFIG, or of every configuration --all/--match choose, one after another."""
-    if args.all or args.match:
+    if args.all or args.match or args.config:
         names: list[str | None] = [config.name for config in choose(configs, args)[0]]
     else:
-        names = [select_one(configs, args.config).name if args.config else None]
+        names = [None]  # the rehearsal's own default configuration
+    if len(names) > 1 and not args.dry_run:
+        announce([config for config in configs if config.name in names], "rehearsing")
     failed = []
     for name in names:
         command = [sys.executable, "-m", "feedstock_tools", "rehearse", *([name] if name else [])]
@@ -489,11 +549,22 @@ def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> in
         if args.dry_run:
             print(shlex.join(command))
             continue
-        if subprocess.run(command, cwd=args.root, check=False).returncode != 0:
-            failed.append(name or "(default)")
+        running = Running(f"the rehearsal of {name or 'the default configuration'}", reports_itself=True)
+        # The rehearsal needs no terminal: always a group of its own, so a signal reaches all of it.
+        process = start(command, running, True, cwd=args.root)
+        with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS):
+            if process.wait() != 0:
+                failed.append(name or "(default)")
     if failed:
         print(f"rehearsal failed for {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def announce(chosen: Sequence[CiConfigSummary], doing: str) -> None:
+    """Before a selector's several configurations run: which, so a glob that chose too many shows it."""
+    print(f"{doing} {len(chosen)} configurations in a row:", flush=True)
+    for config in chosen:
+        print(f"  {config.name}", flush=True)
 
 
 def choose(
@@ -503,12 +574,12 @@ def choose(
     if args.all:
         return list(configs), True
     if args.match:
-        return select(configs, args.match), True
-    if args.config and any(char in args.config for char in GLOB_CHARACTERS):
-        chosen = select(configs, args.config)
+        return by_selector(configs, args.match, args.root, several=True), True
+    if args.config and config_selector.is_glob(args.config):
+        chosen = by_selector(configs, args.config, args.root, several=True)
         return chosen, len(chosen) > 1
     if args.config:
-        return [select_one(configs, args.config)], False
+        return by_selector(configs, args.config, args.root, several=False), False
     if len(configs) == 1:
         return list(configs), False
     if sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty():
@@ -518,8 +589,12 @@ def choose(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    interruption.install()  # SIGINT, SIGTERM, SIGHUP -> interruption.Interrupted: what was started is stopped
     root = args.root.resolve()
     configs = load_configs(root)
+    only = config_selector.ConfigFilter(args.platform, args.cuda, args.blas)
+    if only:
+        configs = only.apply(configs)
     if args.list:
         print(format_table(configs))
         return 0
@@ -537,8 +612,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(describe(build_command(config), build_environment(config, args, root)))
         return 0
     if any(uses_docker(config) for config in chosen):
-        check_docker()
+        check_docker(chosen)
     if sequential:
+        announce(chosen, "building")
         return run_sequence(chosen, args, root)
     config = chosen[0]
     print(f"building {config.name}", flush=True)
@@ -548,11 +624,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return returncode
 
 
+def interrupted_line(exc: interruption.Interrupted) -> str | None:
+    """The one line for an interruption, or None where the stopped rehearsal has printed its own."""
+    running = STARTED[-1] if STARTED else None
+    if running is None or running.process is None:
+        return f"error: build-locally.py was {exc} before starting anything; run the same command again"
+    if running.reports_itself and running.process.returncode == exc.exit_status:
+        return None
+    group = f"process group {running.process.pid}" if running.own_group else f"process {running.process.pid}"
+    return (
+        f"error: build-locally.py was {exc}: {running.what} ({group}) was stopped and no process of it is "
+        "left; run the same command again (with --all/--match, configurations already built are skipped)"
+    )
+
+
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (UserError, LockBusy) as exc:
+    except (UserError, ToolError) as exc:  # ToolError: a selection error, LockBusy
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except interruption.Interrupted as exc:
+        line = interrupted_line(exc)
+        if line:
+            print(line, file=sys.stderr, flush=True)
+        sys.exit(exc.exit_status)

@@ -11,6 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from feedstock_tools.common import interruption
 from feedstock_tools.common.errors import ToolError
 
 # Modules that provide subcommands (dotted paths under feedstock_tools), in the order `--help` lists them.
@@ -42,11 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Every subcommand: SIGINT/SIGTERM/SIGHUP sent to this process alone (`kill`, `timeout`, a CI cancel)
+    # end in cleanup and one line, never a traceback or a silent death (docs/failure-modes.md).
     try:
-        return int(args.func(args) or 0)
+        with interruption.handled():
+            return int(args.func(args) or 0)
     except ToolError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except interruption.Interrupted as exc:
+        resume = getattr(args, "resume_hint", "run the same command again")
+        line = interruption.interrupted_line(f"python -m feedstock_tools {args.command}", exc, resume)
+        print(line, file=sys.stderr, flush=True)
+        return exc.exit_status
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -34,8 +35,10 @@ OSX_NAMES = [name for name in CONFIG_NAMES if name.startswith("osx")]
 
 DOCKER_STANDIN_SOURCE = '''#!{python}
 """Test double of the docker CLI (see tests/test_build_locally.py)."""
-import json, os, sys, time
+import json, os, signal, sys, time
 from pathlib import Path
+
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # a Ctrl-C ends it silently, as it ends a real build's tools
 
 args = sys.argv[1:]
 with open(os.environ["DOCKER_STANDIN_LOG"], "a") as log:
@@ -51,6 +54,8 @@ if args[:1] == ["run"]:
     mount = ":/home/conda/feedstock_root:rw,z,delegated"
     feedstock = next(a.split(":")[0] for a in args if a.endswith(mount))
     config = os.environ["CONFIG"]
+    if "DOCKER_STANDIN_PIDFILE" in os.environ:  # the signal tests look for it afterwards
+        Path(os.environ["DOCKER_STANDIN_PIDFILE"]).write_text(str(os.getpid()))
     print(f"stand-in build of {{config}}", flush=True)
     time.sleep(float(os.environ.get("DOCKER_STANDIN_SILENT", "0")))  # a long silent step (a CUDA link)
     if config in os.environ.get("DOCKER_STANDIN_FAIL", "").split(","):
@@ -105,12 +110,16 @@ def feedstock(tmp_path: Path) -> Feedstock:
         "ci/__init__.py",
         "ci/ci_files.py",
         "common/__init__.py",
+        "common/config_selector.py",
         "common/errors.py",
+        "common/interruption.py",
+        "common/recipe_imports.py",
         "common/run_lock.py",
     ):
         (root / "feedstock_tools" / module).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / "feedstock_tools" / module, root / "feedstock_tools" / module)
-    (root / "recipe").mkdir()
+    # the build driver's signal discipline, which build-locally.py shares
+    shutil.copytree(REPO / "recipe" / "megabuild", root / "recipe" / "megabuild")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     docker = bin_dir / "docker"
@@ -392,13 +401,14 @@ ERRORS: dict[str, tuple[list[str], Callable[[Feedstock, Path], dict[str, str]], 
     "unknown": (
         ["nope"],
         lambda f, t: {},
-        "error: no configuration matches 'nope'; see ./build-locally.py --list",
+        "error: no configuration matches 'nope'; list them with './build-locally.py --list'",
     ),
     "ambiguous": (["linux_64"], lambda f, t: {}, "error: 'linux_64' matches 6 configurations ("),
     "osx-sdk": (
         ["osx_arm64"],
         lambda f, t: {},
-        "error: osx_arm64_ needs OSX_SDK_DIR: 'export OSX_SDK_DIR=SDKs' downloads the macOS SDK there",
+        "error: osx_arm64_ needs the macOS SDK on Linux: 'export OSX_SDK_DIR=$PWD/SDKs' and the build "
+        "downloads it there",
     ),
     "no-docker": (
         [LINUX_NAMES[0]],
@@ -419,6 +429,8 @@ def test_errors_are_one_line(feedstock: Feedstock, tmp_path: Path, case: str) ->
     args, make_env, message = ERRORS[case]
     result = feedstock.run(*args, extra_env=make_env(feedstock, tmp_path))
     assert error_of(result).startswith(message)
+    if case in ("osx-sdk", "no-docker", "daemon-down"):  # the way around: the offline rehearsal
+        assert f"or rehearse it offline: ./build-locally.py --rehearse {args[0]}" in error_of(result)
     assert not any(call["argv"][0] == "run" for call in feedstock.docker_calls())
 
 
@@ -427,7 +439,10 @@ def test_windows_configuration_on_linux(feedstock: Feedstock) -> None:
     name = "win_64_cuda_compiler_versionNone"
     assert (feedstock.root / ".ci_support" / f"{name}.yaml").is_file()
     message = error_of(feedstock.run(name))
-    assert message == f"error: {name} is a Windows configuration; it can only be built on Windows"
+    assert message == (
+        f"error: {name} is a Windows configuration; it can only be built on Windows "
+        f"(or rehearse it offline: ./build-locally.py --rehearse {name})"
+    )
 
 
 def test_no_ci_support(feedstock: Feedstock) -> None:
@@ -514,3 +529,55 @@ def test_rehearse_honours_match(feedstock: Feedstock) -> None:
     result = feedstock.run("--rehearse", "--match", "linux_aarch64_*", "--dry-run")
     assert result.returncode == 0, result.stderr
     assert [line.split()[-1] for line in result.stdout.splitlines()] == aarch64
+
+
+# --- signals to build-locally.py alone (issue 22): `kill PID`, `timeout`, a CI job's cancel ----------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("sequential", [False, True], ids=["single", "match"])
+def test_a_signal_to_build_locally_alone_stops_the_build_it_started(
+    feedstock: Feedstock, tmp_path: Path, signum: signal.Signals, sequential: bool
+) -> None:
+    name = LINUX_NAMES[0]
+    pidfile = tmp_path / "docker-run.pid"
+    env = {**feedstock.env, "DOCKER_STANDIN_SILENT": "60", "DOCKER_STANDIN_PIDFILE": str(pidfile)}
+    mode = ["--match", name, "--verbose"] if sequential else [name]  # --verbose: the log echoed
+    process = subprocess.Popen(
+        [sys.executable, str(feedstock.root / "build-locally.py"), *mode],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the signal goes to build-locally.py only, not to a group with the build
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("stand-in build of"):  # printed once the build (docker run) has started
+                break
+        build_pid = int(pidfile.read_text())
+        os.kill(process.pid, signum)
+        err = process.communicate(timeout=60)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signum, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(
+        f"error: build-locally.py was interrupted by {signum.name}: the build of {name} "
+    )
+    assert "run the same command again" in lines[0]
+    assert not running(build_pid)  # stopped, not orphaned
+    assert not (feedstock.root / "build_artifacts" / f"conda-forge-build-done-{name}").exists()
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for init to reap it has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -364,26 +364,22 @@ def test_recipe_column_and_mismatch_flags(upstream_tree: Path, tmp_path: Path) -
     assert "- mkl: 2024.* does not match upstream 2025.3.0" in markdown
 
 
-def test_missing_inputs_degrade_to_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    missing = tmp_path / "missing"
-    status = main(
-        [
-            "deps",
-            "--upstream",
-            str(missing),
-            "--wheel",
-            str(missing / "x.whl"),
-            "--recipe",
-            str(missing),
-            "--pinning",
-            str(missing),
-        ]
-    )
+def test_inputs_left_out_degrade_to_notes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Left out, an input's column stays empty with a note; given but missing, it is an error
+    (tests/test_strict_inputs.py: formerly a table and exit 0 for a mistyped path)."""
+    for variable in ("CONDA_FORGE_PINNING", "CONDA_PREFIX"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no conda-smithy cache of the pinning either
+    status = main(["deps"])
     out = capsys.readouterr().out
     assert status == 0
     assert out.startswith("| Package | Upstream | Recipe | Conda-forge | Source |")
-    assert out.count("\n- ") == 4  # one note per missing input
-    assert "does not exist" in out
+    assert out.count("\n- ") == 3  # one note per input left out: upstream tree, wheel, pinning
+    assert "no upstream source tree given (--upstream)" in out and "no wheel given (--wheel)" in out
+    assert main(["deps", "--upstream", str(tmp_path / "missing")]) == 1
+    assert capsys.readouterr().err.startswith(f"error: --upstream {tmp_path / 'missing'} does not exist")
 
 
 def test_json_output_and_unwritable_destination(upstream_tree: Path, tmp_path: Path) -> None:

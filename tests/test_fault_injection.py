@@ -31,7 +31,8 @@ from megabuild.staging import tree_files
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
 from feedstock_tools.common.run_lock import LockBusy
-from feedstock_tools.proofs.rehearsal.harness import Rehearsal
+from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
+from feedstock_tools.proofs.rehearsal.plan import work_name
 
 if TYPE_CHECKING:
     from conftest import HostPython
@@ -128,8 +129,13 @@ def records(build: CondaBuildDouble) -> list[str]:
     return [r["pass_name"] for r in build.report()]
 
 
-def test_sigterm_during_the_pytorch_rebuild_stops_its_process_group_and_a_rerun_resumes(
-    build: CondaBuildDouble,
+# A signal to the driver only (not its group), as `kill PID`, `timeout` or a CI job's cancel send it.
+SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_signal_during_the_pytorch_rebuild_stops_its_process_group_and_a_rerun_resumes(
+    build: CondaBuildDouble, signum: signal.Signals
 ) -> None:
     build.provision(OTHER)
     before = prefix_files(build)
@@ -141,12 +147,19 @@ def test_sigterm_during_the_pytorch_rebuild_stops_its_process_group_and_a_rerun_
             group = int(line.rsplit("(process group ", 1)[1].rstrip(")\n"))
             break  # the reconfigure + torch_python rebuild has started: seconds of work ahead
     assert group is not None
-    os.kill(process.pid, signal.SIGTERM)
+    os.kill(process.pid, signum)
     returncode, _, err = finish(process)
-    assert returncode == 128 + signal.SIGTERM
-    one_line_error(err, "interrupted by SIGTERM", "run the same build again")
+    assert returncode == 128 + signum
+    one_line_error(
+        err,
+        f"PKG_NAME=pytorch was interrupted by {signum.name}",
+        f"(process group {group}) was stopped",
+        "run the same build again",
+    )
     assert live_members(group) == []  # the build it started is gone, not orphaned
     assert prefix_files(build) == before and beside_prefix(build) == []
+    if signum != signal.SIGTERM:
+        return  # what a re-run finds does not depend on the signal: checked once (a rebuild costs seconds)
     # the cache edit may have been written with CMake's re-detection still to come: the re-run copes
     check(build.run("pytorch", OTHER))
     assert records(build) == ["1 libtorch-split", f"4 pytorch (py{OTHER})"]
@@ -165,19 +178,27 @@ def test_interrupted_after_the_cache_edit_resumes_for_any_python(build: CondaBui
     assert set(record["objects_by_target"]) <= {"torch_python", "_C", "nnapi_backend"}
 
 
-def test_sigterm_while_assembling_stages_nothing(build: CondaBuildDouble) -> None:
-    result = build.run("libtorch", None, MEGABUILD_TEST_SIGNAL_AT="staging-assembled")
-    assert result.returncode == 128 + signal.SIGTERM
-    one_line_error(result.stderr, "interrupted by SIGTERM", "nothing of this pass was staged")
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_signal_while_assembling_stages_nothing(build: CondaBuildDouble, signum: signal.Signals) -> None:
+    result = build.run(
+        "libtorch", None, MEGABUILD_TEST_SIGNAL_AT="staging-assembled", MEGABUILD_TEST_SIGNAL=signum.name[3:]
+    )
+    assert result.returncode == 128 + signum
+    one_line_error(result.stderr, f"interrupted by {signum.name}", "nothing of this pass was staged")
     assert result.added == [] and beside_prefix(build) == []  # type: ignore[attr-defined]
     check(build.run("libtorch", None))
     assert "lib/libc10.so" in build.packages["libtorch"]
 
 
-def test_sigterm_in_the_middle_of_the_move_takes_the_package_back(build: CondaBuildDouble) -> None:
-    result = build.run("libtorch", None, MEGABUILD_TEST_SIGNAL_AT="staging-half-moved")
-    assert result.returncode == 128 + signal.SIGTERM
-    one_line_error(result.stderr, "interrupted by SIGTERM", "nothing of this pass was staged")
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_signal_in_the_middle_of_the_move_takes_the_package_back(
+    build: CondaBuildDouble, signum: signal.Signals
+) -> None:
+    result = build.run(
+        "libtorch", None, MEGABUILD_TEST_SIGNAL_AT="staging-half-moved", MEGABUILD_TEST_SIGNAL=signum.name[3:]
+    )
+    assert result.returncode == 128 + signum
+    one_line_error(result.stderr, f"interrupted by {signum.name}", "nothing of this pass was staged")
     assert result.added == [] and beside_prefix(build) == []  # type: ignore[attr-defined]
     assert "took back" in result.stdout
 
@@ -393,6 +414,51 @@ def test_rehearsal_work_directory_name_cannot_leave_the_work_root(tmp_path: Path
     result = tool("rehearse", str(crafted), "--work-dir", str(work))
     tool_error(result)
     assert (victim / "keep").read_text() == "keep me"
+
+
+CPU_CONFIG = next((REPO / ".ci_support").glob("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("signum", "via_build_locally"),
+    [(signal.SIGINT, False), (signal.SIGHUP, False), (signal.SIGTERM, True)],
+    ids=["SIGINT-rehearse", "SIGHUP-rehearse", "SIGTERM-build-locally--rehearse"],
+)
+def test_a_signal_to_the_rehearsal_alone_stops_every_process_it_started(
+    tmp_path: Path, signum: signal.Signals, via_build_locally: bool
+) -> None:
+    """`kill PID` / `timeout` on the top process only, while pass 1's build runs three levels down
+    (rehearse -> build.sh = the driver -> setup.py's process group); formerly a traceback (SIGINT) or a
+    silent death (SIGTERM, SIGHUP) with the build orphaned."""
+    work = tmp_path / "work"
+    cache = DEFAULT_WORK_ROOT / ".cache"  # the venv templates every rehearsal test shares
+    rehearse = ["rehearse", CPU_CONFIG.stem, "--verbose", "--work-dir", str(work), "--cache-dir", str(cache)]
+    if via_build_locally:  # build-locally.py has no --work-dir: it runs `rehearse` as a user would
+        command = [sys.executable, "build-locally.py", "--rehearse", CPU_CONFIG.stem, "--verbose"]
+        work = DEFAULT_WORK_ROOT
+    else:
+        command = [sys.executable, "-m", "feedstock_tools", *rehearse]
+    process = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert process.stdout is not None
+    group = None
+    for line in process.stdout:
+        if "[megabuild]   (process group " in line:  # pass 1's setup.py build has started
+            group = int(line.rsplit("(process group ", 1)[1].rstrip(")\n"))
+            break
+    assert group is not None
+    os.kill(process.pid, signum)
+    err = process.communicate(timeout=120)[1]
+    assert process.returncode == 128 + signum, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: python -m feedstock_tools rehearse was interrupted by {signum.name}")
+    assert "run the same command again" in lines[0]
+    assert live_members(group) == []  # the driver's build, two levels down, is gone too
+    driver_log = next((work / work_name(CPU_CONFIG) / "logs").glob("01-*.log")).read_text()
+    assert f"the pass for PKG_NAME=libtorch-split was interrupted by {signum.name}" in driver_log
+    assert f"(process group {group}) was stopped" in driver_log
 
 
 def test_two_rehearsals_cannot_share_a_work_directory(tmp_path: Path) -> None:

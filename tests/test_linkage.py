@@ -332,5 +332,6 @@ def test_cli_cuts_a_needs_list_and_refuses_a_missing_wheel(tmp_path: Path) -> No
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
     assert cli.returncode == 1
-    assert cli.stderr.startswith("error: wheel not found:") and len(cli.stderr.splitlines()) == 1
+    assert cli.stderr.startswith("error: wheel ") and len(cli.stderr.splitlines()) == 1
+    assert "does not exist; give a PyTorch wheel (.whl; 'pip download torch==2.13.0 --no-deps'" in cli.stderr
     assert not (tmp_path / "out.txt").exists()

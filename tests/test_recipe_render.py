@@ -215,8 +215,13 @@ def test_cli_prints_outputs_in_build_order(toy_recipe, tmp_path, capsys):
 
 
 def test_cli_names_a_missing_file(tmp_path, capsys):
-    assert main(["render", str(tmp_path / "nope.yaml"), "--recipe", str(tmp_path)]) == 1
-    assert "cannot read variant config" in capsys.readouterr().err
+    assert main(["render", str(tmp_path / "nope.yaml")]) == 1
+    assert capsys.readouterr().err.startswith(f"error: no configuration file {tmp_path / 'nope.yaml'}; list")
+    assert main(["render", "osx_arm64", "--recipe", str(tmp_path)]) == 1  # not a recipe directory
+    assert (
+        capsys.readouterr().err
+        == f"error: --recipe {tmp_path}: no meta.yaml there; give the recipe directory (recipe/)\n"
+    )
 
 
 def test_numbers_in_the_recipe_stay_strings_as_in_conda_build(toy_recipe):

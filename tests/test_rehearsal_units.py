@@ -136,7 +136,7 @@ def test_config_names_with_dots_resolve() -> None:
 def test_unknown_config_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rehearse", "linux_64_no_such_configuration"]) == 1
     error = capsys.readouterr().err.strip()
-    assert error.startswith("error: no configuration 'linux_64_no_such_configuration'")
+    assert error.startswith("error: no configuration matches 'linux_64_no_such_configuration'; list them")
     assert "\n" not in error
 
 

@@ -723,6 +723,8 @@ def _check_failure(problems: Sequence[str]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.check and args.list:
+        raise ToolError("--check and --list do different things: give one of them")
     args.pinning = locate_pinning(args.pinning)
     if args.check:
         problems = drift(args.root, args.pinning)

@@ -63,6 +63,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from feedstock_tools.common import config_selector
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.conda import used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
@@ -806,15 +807,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument(
         "config",
-        type=Path,
         nargs="?",
-        help="a .ci_support/*.yaml file; without it, only conda-build's first pass (no variant, every "
-        "variant key undefined) is rendered for --subdir",
+        help="a configuration: its name, a unique part of it, a glob matching one, or a path to a .yaml "
+        "file (as build-locally.py and rehearse take it); without it, only conda-build's first pass (no "
+        "variant, every variant key undefined) is rendered for --subdir",
     )
     parser.add_argument(
         "--subdir",
-        default="linux-64",
-        help="target platform of the first pass without CONFIG (default: linux-64)",
+        help="target platform of the first pass without CONFIG (default: linux-64); a CONFIG names its own",
     )
     parser.add_argument(
         "--recipe", type=Path, default=Path("recipe"), help="recipe directory (default: recipe)"
@@ -824,15 +824,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _main(args: argparse.Namespace) -> int:
+    if not (args.recipe / "meta.yaml").is_file():
+        raise ToolError(f"--recipe {args.recipe}: no meta.yaml there; give the recipe directory (recipe/)")
     if args.config is None:
-        if args.subdir not in KNOWN_SUBDIRS:
-            raise ToolError(f"unknown --subdir {args.subdir!r}; expected one of {', '.join(KNOWN_SUBDIRS)}")
-        first = render_first_pass(args.recipe, args.subdir)
+        subdir = args.subdir or "linux-64"
+        if subdir not in KNOWN_SUBDIRS:
+            raise ToolError(f"unknown --subdir {subdir!r}; expected one of {', '.join(KNOWN_SUBDIRS)}")
+        first = render_first_pass(args.recipe, subdir)
         for output in first.get("outputs") or [first]:
             name = output.get("name") or (output.get("package") or {}).get("name")
             print(f"{name}  (first pass: no variant; pass a .ci_support file for the real build strings)")
         return 0
-    rendered = render_recipe(args.recipe, args.config)
+    if args.subdir is not None:
+        raise ToolError("--subdir applies only without CONFIG (a configuration names its own platform)")
+    config = config_selector.resolve_one(
+        args.config, args.recipe.resolve().parent / config_selector.CI_SUPPORT, outside=True
+    )
+    rendered = render_recipe(args.recipe, config)
     for output in rendered.outputs:
         print(f"{output.dist}  (build number {output.build_number})")
         if args.requirements:

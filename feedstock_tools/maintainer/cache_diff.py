@@ -24,6 +24,8 @@ def _cache_path(path: Path) -> Path:
     candidate = path / "CMakeCache.txt" if path.is_dir() else path
     if not candidate.is_file():
         raise ToolError(f"{path}: no CMakeCache.txt there; give a cache file or a configured build directory")
+    if candidate.stat().st_size == 0:  # CMake always writes its header and entries: cut short, or not one
+        raise ToolError(f"{candidate} is empty; give a cache CMake wrote (reconfigure the build directory)")
     return candidate
 
 

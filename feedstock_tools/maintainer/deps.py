@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.conda.pinning import add_pinning_argument, find_pinning
+from feedstock_tools.conda.pinning import add_pinning_argument, find_pinning, locate_pinning
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS
 from feedstock_tools.maintainer.conda_pins import (
     PinReadError,
@@ -320,8 +321,10 @@ def _load_upstream(
             tree = open_tree(upstream, wanted=_read_from_tarball)
         except CorruptArchive as exc:  # a broken download: a table from it would be silently incomplete
             raise ToolError(str(exc)) from None
-        except (ValueError, OSError) as exc:
-            notes.append(f"upstream tree unreadable ({exc}): upstream values from the wheel only")
+        except (ValueError, OSError) as exc:  # given, so meant: never a table without it and exit 0
+            raise ToolError(
+                f"--upstream {upstream}: unreadable ({exc}); give a PyTorch source tree or release tarball"
+            ) from None
     wheel_metadata = None
     if wheel is None:
         notes.append("no wheel given (--wheel): Python requirements from the source tree only")
@@ -329,7 +332,9 @@ def _load_upstream(
         try:
             wheel_metadata = read_wheel(wheel)
         except (ValueError, OSError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-            notes.append(f"wheel unreadable ({exc}): Python requirements from the source tree only")
+            raise ToolError(
+                f"--wheel {wheel}: unreadable ({exc}); give a torch wheel or its METADATA"
+            ) from None
     return tree, wheel_metadata
 
 
@@ -466,13 +471,31 @@ def _write(path: Path, text: str) -> None:
     partial.replace(path)
 
 
+def _check_inputs(args: argparse.Namespace) -> None:
+    """Before anything is read: the outputs can be written, and every input given is what it claims."""
+    for option, path in (("--markdown", args.markdown), ("--json", args.json)):
+        if path is not None:
+            inputs.output_file(path, option)
+    # Inputs left out leave their column empty (with a note); inputs given must be what they claim.
+    if args.upstream is not None:
+        if args.upstream.is_dir():
+            inputs.input_dir(args.upstream, "--upstream", "a PyTorch source tree or release tarball")
+        else:
+            inputs.input_file(args.upstream, "--upstream", "a PyTorch source tree or release tarball")
+    if args.wheel is not None:
+        wanted = "a torch wheel (.whl), its METADATA file or its .dist-info directory"
+        if args.wheel.is_dir():
+            inputs.input_dir(args.wheel, "--wheel", wanted, holding="METADATA")
+        else:
+            inputs.input_file(args.wheel, "--wheel", wanted, (".whl", "METADATA"))
+    inputs.input_dir(args.recipe, "--recipe", "the recipe directory (recipe/)", holding="meta.yaml")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.subdir not in KNOWN_SUBDIRS:
         raise ToolError(f"unknown --subdir {args.subdir!r}; use one of {', '.join(KNOWN_SUBDIRS)}")
-    for option, path in (("--markdown", args.markdown), ("--json", args.json)):
-        if path is not None and not path.parent.is_dir():
-            raise ToolError(f"{option} {path}: directory {path.parent} does not exist; create it first")
-    pinning_dir = args.pinning if args.pinning is not None else find_pinning()
+    _check_inputs(args)
+    pinning_dir = locate_pinning(args.pinning) if args.pinning is not None else find_pinning()
     table = build_table(args.upstream, args.wheel, args.recipe, pinning_dir, args.subdir)
     markdown = render_markdown(table)
     if args.markdown:
@@ -497,8 +520,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "(.ci/docker install scripts and pins, third_party/ version files, requirement files) "
             "and from a built wheel's METADATA; the recipe's pins from recipe/meta.yaml and "
             "conda_build_config.yaml; conda-forge's from the shared pinning. Rows where what conda "
-            "installs disagrees with upstream are flagged with a warning sign. Missing inputs leave "
-            "their column empty and add a note. Prints Markdown unless --markdown/--json name files."
+            "installs disagrees with upstream are flagged with a warning sign. Inputs left out leave "
+            "their column empty and add a note; an input given that is missing, empty or unreadable is an "
+            "error. Prints Markdown unless --markdown/--json name files."
         ),
     )
     parser.add_argument("--upstream", type=Path, help="PyTorch source tree directory or release tarball")

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import component
 from feedstock_tools.maintainer.build_structure import (
@@ -221,6 +222,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ToolError(f"unknown --formats {', '.join(unknown)}: use a comma list of dot, svg, png")
     images = tuple(f for f in formats if f in IMAGE_FORMATS)
+    if args.output_dir is not None:
+        inputs.work_dir(args.output_dir, "--output-dir")
     # The input first: a wrong directory is the problem to name even where Graphviz is missing too.
     structure = read_build_structure(args.build_dir)
     if not structure.targets:

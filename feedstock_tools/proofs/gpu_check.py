@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, import_megabuild
 from feedstock_tools.proofs import wheel_layout
@@ -360,13 +361,18 @@ def format_results(results: list[CheckResult]) -> str:
 
 
 def run(args: argparse.Namespace, gpu_finder: Callable[[], str | None] = find_gpu) -> int:
+    # The inputs first: a wrong path is the user's to fix on any machine, with or without a GPU.
+    if args.wheel is not None:
+        inputs.input_file(args.wheel, "--wheel", "a CUDA torch wheel (.whl)", (".whl",))
+    if not (args.python.is_file() and os.access(args.python, os.X_OK)):
+        raise ToolError(f"--python {args.python} is not an executable file; give a Python interpreter")
+    work: Path = inputs.work_dir(args.work, "--work")
+    if work.exists() and any(work.iterdir()):
+        raise ToolError(f"work directory {work} is not empty: pass a new or empty --work directory")
     gpu = gpu_finder()
     if gpu is None:
         print("gpu-check: no NVIDIA GPU present (no working nvidia-smi -L): nothing checked", file=sys.stderr)
         return EXIT_NO_GPU
-    work: Path = args.work
-    if work.exists() and any(work.iterdir()):
-        raise ToolError(f"work directory {work} is not empty: pass a new or empty --work directory")
     interpreter = query_interpreter(args.python)
     print(f"{gpu}; Python {interpreter.version} at {interpreter.python}", flush=True)
     with wheel_layout.staging_errors_as_tool_errors(work):

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
@@ -322,6 +323,9 @@ def select(items: Sequence[Any], names: Sequence[str] | None, what: str) -> list
 
 
 def run(args: argparse.Namespace) -> int:
+    inputs.input_dir(args.recipe_dir, "--recipe-dir", "the recipe directory (recipe/)", holding="meta.yaml")
+    if args.channel_dir is not None:
+        inputs.work_dir(args.channel_dir, "--channel-dir")
     pinning = locate_pinning(args.pinning)
     machines, requests = load_requests()
     machines = select(machines, args.machine, "machine")

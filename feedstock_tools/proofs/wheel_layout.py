@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock_tools.common import config_selector, inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT, import_megabuild
@@ -412,7 +413,7 @@ def staging_errors_as_tool_errors(work: Path) -> Iterator[None]:
             shutil.rmtree(work / name, ignore_errors=True)
         if not existed:
             shutil.rmtree(work, ignore_errors=True)
-        if isinstance(exc, _megabuild_errors.MegabuildError):
+        if isinstance(exc, _megabuild_errors.MegabuildError):  # (an interruption is not one)
             raise ToolError(str(exc)) from None
         raise
 
@@ -454,7 +455,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        help="with --work: the .ci_support file whose recipe outputs the linkage is checked against "
+        help="with --work: the configuration (name, unique part, glob or .yaml path) whose recipe outputs "
+        "the linkage is checked against "
         "(default: the one of the wheel's platform and CUDA version with generic BLAS)",
     )
     parser.add_argument(
@@ -466,12 +468,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> None:
+    wanted = "a PyTorch wheel (.whl; 'pip download torch==2.13.0 --no-deps' gives one)"
+    inputs.input_file(args.wheel, "wheel", wanted, (".whl",))
+    lists = args.file_list if args.file_list is not None else args.needs_list
+    if args.provenance and lists is None:
+        raise ToolError("--provenance describes a --file-list or --needs-list; give one with it, or neither")
+    if args.config is not None and args.work is None:
+        raise ToolError("--config chooses the recipe the layout under --work is checked against; give --work")
+    if args.file_list is not None:
+        inputs.output_file(args.file_list, "--file-list")
+    elif args.needs_list is not None:
+        inputs.output_file(args.needs_list, "--needs-list")
+    else:
+        inputs.work_dir(args.work, "--work")
+        if args.config is not None:  # the one configuration selector: a name, a part, a glob, a path
+            args.config = config_selector.resolve_one(str(args.config), CI_SUPPORT, outside=True)
     if args.file_list is not None:
         count = write_file_list(args.wheel, args.file_list, args.provenance)
         print(f"wrote the {count} files of {args.wheel.name} to {args.file_list}")
     elif args.needs_list is not None:
-        if not args.wheel.is_file():
-            raise ToolError(f"wheel not found: {args.wheel} (pip download torch==2.13.0 --no-deps gives it)")
         digest = hashlib.sha256(args.wheel.read_bytes()).hexdigest()
         header = f"The binaries of {args.wheel.name}, sha256 {digest}. {args.provenance}".strip()
         count = linkage.write_needs_list(linkage.wheel_needs(args.wheel), args.needs_list, header)

@@ -98,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         passes.run(build, dict(os.environ), passes.Options(verbose=args.verbose, strict=args.strict))
         return 0
     except interrupt.Interrupted as exc:
-        print(f"megabuild error: {exc}", file=sys.stderr, flush=True)
+        pkg_name = os.environ.get("PKG_NAME") if args.command in (None, "run") else None
+        print(f"megabuild error: {exc.line(pkg_name, passes.TOP_LEVEL)}", file=sys.stderr, flush=True)
         return exc.exit_status
     except MegabuildError as exc:
         print(f"megabuild error: {exc}", file=sys.stderr, flush=True)

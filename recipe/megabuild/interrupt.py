@@ -7,6 +7,9 @@
   interrupted, forwards the signal to that whole group (setup.py, cmake, ninja, the compilers), waits for
   it, and only then lets the exception travel on: the driver never leaves its build running, orphaned.
   (A Ctrl-C at a terminal reaches only the driver's group; the driver forwards it.)
+* :func:`stopped_on_exit` gives the maintainer tools that start long builds (build-locally.py, the
+  rehearsal) the same forwarding; they import this module through feedstock_tools' recipe_imports, so
+  the discipline exists once.
 * :func:`no_interruption` defers signals over a step that must not be cut in half (moving a staged
   package into ``$PREFIX``); :func:`pending` tells whether one arrived.
 
@@ -27,7 +30,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from megabuild.errors import MegabuildError
 from megabuild.log import say
 
 HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
@@ -41,23 +43,42 @@ TEST_SIGNAL_AT = "MEGABUILD_TEST_SIGNAL_AT"
 TEST_SIGNAL = "MEGABUILD_TEST_SIGNAL"
 
 
-class Interrupted(MegabuildError):
-    """The driver received SIGTERM/SIGINT/SIGHUP; raised from the signal handler."""
+class Interrupted(BaseException):
+    """The driver received SIGTERM/SIGINT/SIGHUP; raised from the signal handler. A BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` (nor a tool's conversion of MegabuildError into its own
+    error, as wheel-layout's) may take it for an ordinary failure."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
-        super().__init__(
-            f"interrupted by {signal.Signals(signum).name}: the build it started was stopped and nothing of "
-            "this pass was staged; run the same build again, it resumes from pass 1's results"
-        )
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
     @property
     def exit_status(self) -> int:
         return 128 + self.signum
 
+    def line(self, pkg_name: str | None, top_level: str) -> str:
+        """The one error line: what was running, what was stopped, how to resume."""
+        what = f"the pass for PKG_NAME={pkg_name}" if pkg_name else "the driver"
+        stopped = (
+            f"its build (process group {', '.join(map(str, _stopped_groups))}) was stopped"
+            if _stopped_groups
+            else "no build was running"
+        )
+        resume = (
+            "run the same build again: Ninja keeps what was compiled"
+            if pkg_name == top_level
+            else "run the same build again, it resumes from pass 1's results"
+        )
+        return (
+            f"{what} was {self}: {stopped}, nothing of this pass was staged and no process of it is "
+            f"left; {resume}"
+        )
+
 
 _received: list[int] = []
 _deferring: list[bool] = []  # Windows: inside no_interruption()
+# The process groups stop_group ended, for the error line (which names what was stopped).
+_stopped_groups: list[int] = []
 
 
 def _handler(signum: int, frame: object) -> None:
@@ -103,6 +124,11 @@ def checkpoint(name: str) -> None:
         os.kill(os.getpid(), getattr(signal, f"SIG{os.environ.get(TEST_SIGNAL, 'TERM')}"))
 
 
+def stopped_groups() -> tuple[int, ...]:
+    """The process groups :func:`stop_group` ended (the maintainer tools name them in their line)."""
+    return tuple(_stopped_groups)
+
+
 def run_child(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
     """Run ``command`` in its own process group; on interruption stop that group, then re-raise."""
     process: subprocess.Popen | None = None
@@ -114,24 +140,52 @@ def run_child(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
         return process.wait()
     except BaseException as exc:
         if process is not None:
-            forwarded = exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM
-            stop_group(process, forwarded)
+            stop_group(process, forwarded_signal(exc))
         raise
 
 
-def stop_group(process: subprocess.Popen, signum: int) -> None:
-    """Send ``signum`` to the process group, wait ``GRACE_SECONDS``, then SIGKILL what is left."""
+def forwarded_signal(exc: BaseException) -> int:
+    """The signal to pass on to a child when ``exc`` ends its parent's wait: the one received, else TERM."""
+    return exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM
+
+
+@contextmanager
+def stopped_on_exit(
+    process: subprocess.Popen, grace: float = GRACE_SECONDS, group: bool = True
+) -> Iterator[None]:
+    """For the maintainer tools (build-locally.py, the rehearsal), which share this discipline: an
+    exception inside the block (an :class:`Interrupted` above all) stops ``process`` -- its whole process
+    group, or only itself when it shares the caller's (a build given the terminal) -- before it travels on."""
+    try:
+        yield
+    except BaseException as exc:
+        stop_group(process, forwarded_signal(exc), grace, group)
+        raise
+
+
+def stop_group(
+    process: subprocess.Popen, signum: int, grace: float = GRACE_SECONDS, group: bool = True
+) -> None:
+    """Send ``signum`` to the process group, wait ``grace`` seconds, then SIGKILL what is left.
+
+    ``group`` False: the process shares its parent's group (it needs the terminal); only it is signalled."""
     if not hasattr(os, "killpg"):  # Windows: the child and everything it started (cl.exe, nvcc, ...)
         subprocess.run(["taskkill", "/T", "/F", "/PID", str(process.pid)], check=False, capture_output=True)
         process.wait()
         return
+    send = os.killpg if group else os.kill
     with no_interruption():
         try:
-            os.killpg(process.pid, signum)
+            send(process.pid, signum)
         except ProcessLookupError:
             return
+        if group:
+            _stopped_groups.append(process.pid)
         with suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=GRACE_SECONDS)
-        with suppress(ProcessLookupError):  # grandchildren (ninja's compilers) may outlive setup.py
-            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=grace)
+        # grandchildren (ninja's compilers) may outlive setup.py: a group is killed whatever its leader did
+        # (its id stays taken while a member lives); a lone process only while it has not been reaped
+        if group or process.returncode is None:
+            with suppress(ProcessLookupError):
+                send(process.pid, signal.SIGKILL)
         process.wait()

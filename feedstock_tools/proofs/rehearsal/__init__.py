@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
+from feedstock_tools.ci.ci_files import summarize
+from feedstock_tools.common import config_selector, inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import harness, report
 from feedstock_tools.proofs.rehearsal.plan import load_config
@@ -33,15 +35,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "config",
         nargs="?",
-        help="a .ci_support configuration: its name (linux_64_...) or a path to the .yaml file; "
-        "default: the first linux-64 CUDA configuration",
+        help="a .ci_support configuration: its name, a unique part of it, a glob matching one, or a path "
+        "to a .yaml file; default: the first linux-64 CUDA configuration (the filters kept)",
     )
     parser.add_argument("--list", action="store_true", help="list the configurations and exit")
+    parser.add_argument("--platform", help="with --list, or instead of CONFIG: only this target platform")
+    parser.add_argument("--cuda", metavar="VERSION", help="likewise: a CUDA version, 'none' (CPU) or 'any'")
+    parser.add_argument("--blas", help="likewise: only this BLAS (mkl, generic)")
     parser.add_argument(
         "--work-dir",
         type=Path,
         default=harness.DEFAULT_WORK_ROOT,
         help="where the work trees, packages and logs go (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="venv templates per Python and the stand-in's libmagma, made once and kept between runs "
+        "(default: WORK_DIR/.cache; about 750 MB with four Pythons; delete it to start clean)",
     )
     parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--standin", type=Path, default=harness.DEFAULT_STANDIN, help=argparse.SUPPRESS)
@@ -58,42 +69,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="build the variants of each output in reverse order (pytorch for the newest Python first, "
         "nomagma before magma): the passes must not depend on an order conda-build may change",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(
+        func=run,
+        resume_hint="run the same command again: it starts over in a fresh work directory (the venv "
+        "templates in the work directory's .cache are kept)",
+    )
 
 
-def configurations() -> list[Path]:
-    return sorted(CI_SUPPORT.glob("*.yaml"))
+def configurations(only: config_selector.ConfigFilter) -> list[Path]:
+    files = config_selector.configuration_files(CI_SUPPORT)
+    if not only:
+        return files
+    kept = {summary.name for summary in only.apply([summarize(path) for path in files])}
+    return [path for path in files if path.stem in kept]
 
 
-def resolve_config(name: str | None) -> Path:
-    if name:
-        path = Path(name)
-        if name.endswith(".yaml") and path.is_file():
-            return path
-        # Config names contain dots ("...version2.17cuda..."), so never treat them as file suffixes.
-        candidate = CI_SUPPORT / (path.name if name.endswith(".yaml") else f"{path.name}.yaml")
-        if candidate.is_file():
-            return candidate
-        raise ToolError(f"no configuration {name!r} in {CI_SUPPORT}; list them with 'rehearse --list'")
-    configs = configurations()
-    if not configs:
-        raise ToolError(
-            f"no configurations in {CI_SUPPORT}; render them first (python -m feedstock_tools ci-support)"
-        )
-    for path in configs:
+def resolve_config(name: str | None, only: config_selector.ConfigFilter | None = None) -> Path:
+    """CONFIG by the one selector (a name, a unique part, a glob matching one, a .yaml path anywhere)
+    among the configurations the filters keep; none: the first linux-64 CUDA one of them."""
+    only = only or config_selector.ConfigFilter()
+    if name is not None and config_selector.is_path(name):
+        if only:
+            raise ToolError(f"{name} names one file: --platform/--cuda/--blas apply to configuration names")
+        return config_selector.resolve_one(name, CI_SUPPORT, outside=True)
+    configs = {path.stem: path for path in configurations(only)}
+    if name is not None:
+        return configs[config_selector.select_one(list(configs), name)]
+    for path in configs.values():
         values = load_config(path)
         if path.name.startswith("linux_64") and values.get("cuda_compiler_version", ["None"])[0] != "None":
             return path
-    return configs[0]
+    return next(iter(configs.values()))
 
 
 def run(args: argparse.Namespace) -> int:
+    only = config_selector.ConfigFilter(args.platform, args.cuda, args.blas)
+    if args.list and args.config is not None:
+        raise ToolError("--list takes no CONFIG: narrow the list with --platform, --cuda, --blas")
+    inputs.work_dir(args.work_dir, "--work-dir")
+    if args.cache_dir is not None:
+        inputs.work_dir(args.cache_dir, "--cache-dir")
     if args.list:
-        for path in configurations():
-            print(path.name.removesuffix(".yaml"))
+        for path in configurations(only):
+            print(path.stem)
         return 0
     started = time.monotonic()
-    config = resolve_config(args.config)
+    config = resolve_config(args.config, only)
     rehearsal = harness.Rehearsal(
         config,
         work_root=args.work_dir,
@@ -102,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         reverse_variants=args.reverse_variants,
         fresh_work_dir=args.fresh_work_dir,
+        cache_root=args.cache_dir,
     )
     print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
     target = rehearsal.target

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from feedstock_tools.common import interruption
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.common.run_lock import RunLock
@@ -487,21 +488,31 @@ class Rehearsal:
             command = [str(self.build_prefix / "bin" / "python"), "-m", "megabuild"]
             env["PYTHONPATH"] = str(self.recipe_dir)
         with log.open("w") as out:
+            # A process group of its own (as conda-build's script has none of our terminal): a signal to
+            # this tool is forwarded to the whole script, which stops its own build in turn.
             process = subprocess.Popen(
                 command,
                 cwd=self.src_dir,
                 env=env,
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
                 errors="replace",
+                start_new_session=True,
             )
             assert process.stdout is not None
-            for line in process.stdout:
-                out.write(line)
-                if self.verbose:
-                    self.progress("      | " + line.rstrip("\n"))
-            return process.wait()
+            try:
+                for line in process.stdout:
+                    out.write(line)
+                    if self.verbose:
+                        self.progress("      | " + line.rstrip("\n"))
+                return process.wait()
+            except BaseException as exc:
+                signum = interruption.forwarded_signal(exc)
+                interruption.stop_group(process, signum, interruption.GRACE_SECONDS)
+                out.write(process.stdout.read())  # the script's last words (the driver's error line)
+                raise
 
     def _write_package(self, step: Step, files: list[str]) -> Path:
         package_dir = self.packages_dir / step.label

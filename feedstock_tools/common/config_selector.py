@@ -1,0 +1,184 @@
+"""How every command names a ``.ci_support`` configuration: one selector, the same errors everywhere.
+
+``build-locally.py CONFIG``, ``rehearse CONFIG`` and ``render CONFIG`` take any of
+
+* a path to the ``.yaml`` file (``.ci_support/osx_arm64_.yaml``; rehearse and render also take a file
+  outside ``.ci_support``),
+* the exact name (the file name without ``.yaml``),
+* a glob (``'linux_64*cuda*13.0*'``), or
+* a unique part of the name (``osx_arm64``).
+
+A glob or part may match several configurations; commands that run one say which before stopping, and
+build-locally.py lists them before building them in a row.
+
+conda-smithy names a CPU configuration ``...cuda_compiler_versionNone...``, so ``'linux_64*cuda*'`` would
+match the CPU builds through the word ``cuda``. Decision (docs/maintainer-tools.md): a glob or part is
+matched against a CPU configuration's name with ``cuda_compiler_versionNone`` read as ``cpu``, unless it
+names ``None`` itself: ``'linux_64*cuda*'`` selects the CUDA builds only, ``'linux_64*cpu*'`` the CPU
+builds, ``'*versionNone*'`` still works. The exact name and a path are taken as written.
+
+:class:`ConfigFilter` narrows by the fields people think in (platform, CUDA version, BLAS), for
+``--list`` and ``--all``. Standard library only: build-locally.py uses it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from feedstock_tools.common.errors import ToolError
+
+CI_SUPPORT = ".ci_support"
+GLOB_CHARACTERS = "*?["
+CPU_MARK = "cuda_compiler_versionNone"
+CPU_ALIAS = "cpu"
+# Every command names the one listing that works everywhere (stdlib-only, no arguments needed).
+LIST_HINT = "list them with './build-locally.py --list' (narrow it with --platform, --cuda, --blas)"
+
+
+class SelectionError(ToolError):
+    """A selector that names no configuration, or several where one is needed."""
+
+
+def configuration_files(folder: Path) -> list[Path]:
+    files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+    if not files:
+        raise SelectionError(
+            f"no configurations in {folder}: render them with 'python -m feedstock_tools render-ci' "
+            "(or 'conda smithy rerender')"
+        )
+    return files
+
+
+def is_path(selector: str) -> bool:
+    """A selector written as a file path (a directory part or the .yaml suffix) rather than a name."""
+    return "/" in selector or selector.endswith(".yaml")
+
+
+def is_glob(selector: str) -> bool:
+    return any(char in selector for char in GLOB_CHARACTERS)
+
+
+def _matching_name(name: str, selector: str) -> str:
+    """The name a glob or part is matched against: a CPU build's ``cuda_compiler_versionNone`` reads
+    ``cpu`` unless the selector itself names ``None``."""
+    return name if "None" in selector else name.replace(CPU_MARK, CPU_ALIAS)
+
+
+def select(names: Sequence[str], selector: str) -> list[str]:
+    """The names ``selector`` chooses: the exact name, else every glob match, else every name holding it."""
+    if not selector.strip():
+        raise SelectionError(f"an empty configuration name selects nothing; {LIST_HINT}")
+    if selector in names:
+        return [selector]
+    if is_glob(selector):
+        matches = [n for n in names if fnmatch.fnmatchcase(_matching_name(n, selector), selector)]
+    else:
+        matches = [n for n in names if selector in _matching_name(n, selector)]
+    if not matches:
+        raise SelectionError(f"no configuration matches {selector!r}; {LIST_HINT}")
+    return matches
+
+
+def select_one(names: Sequence[str], selector: str) -> str:
+    matches = select(names, selector)
+    if len(matches) > 1:
+        raise SelectionError(
+            f"{selector!r} matches {len(matches)} configurations ({', '.join(matches)}); give more of the "
+            "name (build-locally.py builds them all in a row with --match)"
+        )
+    return matches[0]
+
+
+def resolve_files(selector: str, folder: Path, outside: bool = False) -> list[Path]:
+    """The configuration files ``selector`` chooses in ``folder``; with ``outside`` a path may name a
+    ``.yaml`` file anywhere (the rehearsal and render take crafted configurations)."""
+    if is_path(selector):
+        path = Path(selector)
+        if path.is_dir():
+            raise SelectionError(f"{selector} is a directory; name one .yaml file in it, or a configuration")
+        if not path.is_file():
+            raise SelectionError(f"no configuration file {selector}; {LIST_HINT}")
+        if path.suffix != ".yaml":
+            raise SelectionError(f"{selector} is not a .yaml configuration file; {LIST_HINT}")
+        if path.stat().st_size == 0:
+            raise SelectionError(
+                f"{selector} is empty: re-render it with 'python -m feedstock_tools render-ci'"
+            )
+        if not outside and path.resolve().parent != folder.resolve():
+            raise SelectionError(f"{selector} is not in {folder}; name a configuration there, or {LIST_HINT}")
+        return [path]
+    files = {path.stem: path for path in configuration_files(folder)}
+    return [files[name] for name in select(list(files), selector)]
+
+
+def resolve_one(selector: str, folder: Path, outside: bool = False) -> Path:
+    if is_path(selector):
+        return resolve_files(selector, folder, outside)[0]
+    files = {path.stem: path for path in configuration_files(folder)}
+    return files[select_one(list(files), selector)]
+
+
+class Fields(Protocol):
+    """What a configuration's summary shows (feedstock_tools.ci.ci_files.CiConfigSummary)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def target_platform(self) -> str: ...
+    @property
+    def cuda(self) -> str: ...  # "CPU" or the CUDA version
+    @property
+    def blas(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ConfigFilter:
+    """``--platform``, ``--cuda``, ``--blas``: None keeps all. ``cuda`` takes a version, ``none``/``cpu``
+    (the CPU builds) or ``any`` (every CUDA build); ``platform`` takes ``linux-64`` or ``linux_64``."""
+
+    platform: str | None = None
+    cuda: str | None = None
+    blas: str | None = None
+
+    def __bool__(self) -> bool:
+        return any(value is not None for value in (self.platform, self.cuda, self.blas))
+
+    def keeps(self, config: Fields) -> bool:
+        if self.platform is not None and config.target_platform != self.platform.replace("_", "-"):
+            return False
+        if self.blas is not None and config.blas != self.blas:
+            return False
+        if self.cuda is None:
+            return True
+        wanted = self.cuda.lower()
+        if wanted in ("none", "cpu"):
+            return config.cuda == "CPU"
+        if wanted == "any":
+            return config.cuda != "CPU"
+        return config.cuda == self.cuda
+
+    def apply(self, configs: Sequence[Fields]) -> list[Fields]:
+        """The configurations kept; a value no configuration has is an error naming the values there are."""
+        cuda_words = ("none", "cpu", "any")
+        platform = self.platform and self.platform.replace("_", "-")
+        checks = (
+            ("--platform", platform, [c.target_platform for c in configs]),
+            ("--blas", self.blas, [c.blas for c in configs]),
+            ("--cuda", self.cuda, [*cuda_words, *(c.cuda for c in configs if c.cuda != "CPU")]),
+        )
+        for option, value, known in checks:
+            if value is not None and value.lower() not in {k.lower() for k in known}:
+                choices = ", ".join(dict.fromkeys(known))
+                raise SelectionError(f"{option} {value}: no configuration has it; choose one of {choices}")
+        kept = [config for config in configs if self.keeps(config)]
+        if not kept:
+            raise SelectionError(f"no configuration is {self.describe()}; drop one of these options")
+        return kept
+
+    def describe(self) -> str:
+        named = (("platform", self.platform), ("CUDA", self.cuda), ("BLAS", self.blas))
+        return ", ".join(f"{name} {value}" for name, value in named if value is not None)

@@ -1,0 +1,55 @@
+"""SIGINT, SIGTERM and SIGHUP for the maintainer tools, whoever sends them (a terminal's Ctrl-C reaches the
+whole foreground group; `kill PID`, `timeout` and a CI job's cancel reach only the top process).
+
+The discipline is the build driver's (recipe/megabuild/interrupt.py, standard library only): a handled
+signal becomes :class:`Interrupted`, so every cleanup runs; a long child runs in a process group of its own
+and is stopped as a whole (:func:`stopped_on_exit`: the signal forwarded, a bounded wait, then SIGKILL).
+It is imported from the recipe once, here, so the tools and the driver behave alike. Standard library
+only: build-locally.py uses it.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from feedstock_tools.common.recipe_imports import import_megabuild
+
+interrupt = import_megabuild("interrupt")
+Interrupted = interrupt.Interrupted
+install = interrupt.install
+stopped_on_exit = interrupt.stopped_on_exit
+stop_group = interrupt.stop_group
+forwarded_signal = interrupt.forwarded_signal
+# A tool's child gets longer than the driver's build (interrupt.GRACE_SECONDS) to stop: the rehearsal's
+# build script is the driver, which first waits for its own build.
+GRACE_SECONDS = 2 * interrupt.GRACE_SECONDS
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """The handlers installed for the block, the caller's back after it (tests call a tool's main())."""
+    previous = {signum: signal.getsignal(signum) for signum in interrupt.HANDLED}
+    install()
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def stopped_groups() -> list[int]:
+    """The process groups stopped because of the interruption, for its error line."""
+    return list(interrupt.stopped_groups())
+
+
+def interrupted_line(tool: str, exc: Interrupted, resume: str) -> str:
+    """The one line of an interrupted tool: the signal, what it stopped, how to go on."""
+    groups = stopped_groups()
+    stopped = (
+        f"what it started (process group {', '.join(map(str, groups))}) was stopped and no process is left"
+        if groups
+        else "no process of it is left"
+    )
+    return f"error: {tool} was {exc}: {stopped}; {resume}"
