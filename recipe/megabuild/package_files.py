@@ -160,7 +160,8 @@ KLEIDIAI = Bundled(
     + _NOT_IN_PREFIX_INCLUDE,
 )
 MIMALLOC = Bundled(
-    "mimalloc headers include/mimalloc-2.3/** (aarch64 wheel; mi_malloc is inside its libc10.so)",
+    "mimalloc headers include/mimalloc-2.3/** (aarch64 and win_amd64 wheels; mi_malloc is inside the "
+    "aarch64 libc10.so; on Windows c10's allocator)",
     "static",
     "",
     "USE_MIMALLOC builds mimalloc-static (MI_BUILD_SHARED OFF) into libc10 (CMakeLists.txt and "
@@ -317,8 +318,6 @@ _WINDOWS_ONLY_RULES = (
         Rule("install", f"lib/{name}.lib", NOT_SHIPPED, _WINDOWS_STATIC, action="drop")
         for name in ("cpuinfo", "fmt", "libittnotify", "sleef")
     ),
-    Rule("install", "include/mimalloc-2.3/**", NOT_SHIPPED, _THIRD_PARTY_HEADERS + " (mimalloc: c10's "
-         "allocator on Windows; no header of PyTorch's includes it)", action="drop"),
     Rule("install", "bin/protoc.exe", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf "
          "has one", action="drop"),
     Rule("install", "lib/libiomp5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP: "
