@@ -25,6 +25,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "proofs.wheel_layout",
     "proofs.gpu_check",
     "ci.ci_support",
+    "proofs.solve_check",
 )
 
 

@@ -73,7 +73,11 @@ def broken_findings(tmp_path_factory: pytest.TempPathFactory, real_findings: lis
     # no-test: the metapackage loses its test.
     _replace_once(meta, "    test:\n      imports:\n        - torch\n\nabout:", "\nabout:")
     # build-number: CUDA builds +150 instead of +200.
-    _replace_once(meta, "{% set number = number + 200 %}", "{% set number = number + 150 %}")
+    _replace_once(
+        meta,
+        "{% set number = number + 200 + (cuda_digits | int) %}",
+        "{% set number = number + 150 + (cuda_digits | int) %}",
+    )
     # build-string: libtorch's string loses its BLAS part.
     _replace_once(
         meta,

@@ -35,7 +35,9 @@ def rendered(configuration: Configuration) -> RenderedRecipe:
 
 
 def build_number(configuration: Configuration) -> int:
-    return (200 if configuration.is_cuda else 0) + (100 if configuration.blas_impl == "mkl" else 0)
+    # CUDA +200 plus the version's digits (12.9: +129, 13.0: +130), so the newer CUDA ranks higher
+    cuda = 200 + int(configuration.cuda.replace(".", "")) if configuration.is_cuda else 0
+    return cuda + (100 if configuration.blas_impl == "mkl" else 0)
 
 
 def metapackage(configuration: Configuration) -> str:
@@ -166,15 +168,18 @@ def test_cpu_and_gpu_pytorch_exclude_each_other(configuration: Configuration) ->
 
 
 @configurations
-def test_cuda_pytorch_requires_a_driver_and_generic_blas_requires_nomkl(configuration: Configuration) -> None:
+def test_cuda_builds_require_a_driver_and_the_blas_choice_reaches_run(configuration: Configuration) -> None:
     recipe = rendered(configuration)
-    for pytorch in recipe.by_name("pytorch"):
-        assert ("__cuda" in pytorch.requirements.run) == configuration.is_cuda
-        assert pytorch.hash_contents.get("__cuda") == ("__cuda" if configuration.is_cuda else None)
+    # libtorch too: a machine without a driver gets the CPU build for every request (solve-check)
+    for output in [one(recipe, "libtorch"), *recipe.by_name("pytorch")]:
+        assert ("__cuda" in output.requirements.run) == configuration.is_cuda
+        assert output.hash_contents.get("__cuda") == ("__cuda" if configuration.is_cuda else None)
     generic = configuration.blas_impl == "generic"
     for output in [one(recipe, "libtorch"), *recipe.by_name("pytorch")]:
         assert ("nomkl" in output.requirements.run) == generic
         assert ("libopenblas * openmp_*" in output.requirements.run_constrained) == generic
+        # MKL builds keep the MKL build of the BLAS interface at run time, not OpenBLAS beside MKL
+        assert ("libblas * *mkl" in output.requirements.run) == (not generic)
 
 
 @configurations
@@ -282,8 +287,9 @@ def test_cuda_linalg_magma_and_nomagma() -> None:
     assert "libmagma <0a0" in by_variant["nomagma"].requirements.run_constrained
     assert not any(s.startswith("libmagma") for s in by_variant["nomagma"].requirements.host)
     assert "libmagma <0a0" not in by_variant["magma"].requirements.run_constrained
+    libtorch_pin = f"libtorch {VERSION} cuda129_mkl_*_{build_number(configuration)}"  # _429
     for linalg in by_variant.values():
-        assert f"libtorch {VERSION} cuda129_mkl_*_300" in linalg.requirements.run_constrained
+        assert libtorch_pin in linalg.requirements.run_constrained
         assert "--magma=" + linalg.variant["magma_variant"] in " ".join(linalg.test["commands"])
     libtorch = one(rendered(configuration), "libtorch")
     assert f"libtorch-cuda-linalg {VERSION} cuda129_mkl_*" in libtorch.requirements.run

@@ -7,7 +7,8 @@ Fails with one line per finding when
 * an output's host requirements drift from the top-level build's (the megabuild passes re-run CMake in
   pass 1's cache, so they must see the same dependencies);
 * an output has no test;
-* a build number or build string breaks the recipe's rules (CUDA +200, MKL +100, MAGMA linalg +50;
+* a build number or build string breaks the recipe's rules (CUDA +200 + the CUDA version's digits, 129 for
+  12.9, so a newer CUDA ranks above an older one; MKL +100, MAGMA linalg +50;
   ``cuda{ver}_{blas}_h{hash}_{n}`` / ``cpu_{blas}_h{hash}_{n}``, ``pytorch`` adds ``_py{CONDA_PY}``,
   ``libtorch-cuda-linalg`` adds ``_magma`` / ``_nomagma``);
 * a ``.ci_support`` file is missing, extra or stale (the CI layer's own generator decides);
@@ -200,8 +201,14 @@ def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+def flavour_offset(flavour: str, blas: str) -> int:
+    """What a configuration adds to the base build number: CUDA +200 + its digits, MKL +100."""
+    cuda = CUDA_OFFSET + int(flavour.removeprefix("cuda")) if flavour != "cpu" else 0
+    return cuda + (MKL_OFFSET if blas == "mkl" else 0)
+
+
 def expected_number(base: int, flavour: str, blas: str, output: RenderedOutput) -> int:
-    number = base + (CUDA_OFFSET if flavour != "cpu" else 0) + (MKL_OFFSET if blas == "mkl" else 0)
+    number = base + flavour_offset(flavour, blas)
     if output.name == LINALG and output.variant.get("magma_variant") == "magma":
         number += MAGMA_OFFSET
     return number
@@ -222,7 +229,7 @@ def top_level_base(config_data: Mapping[str, Any], rendered: RenderedRecipe) -> 
         return None
     flavour, blas = _flags(config_data)
     number = int(rendered.top_level.build.get("number", 0))
-    return number - (CUDA_OFFSET if flavour != "cpu" else 0) - (MKL_OFFSET if blas == "mkl" else 0)
+    return number - flavour_offset(flavour, blas)
 
 
 def check_build_ids(
@@ -350,8 +357,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Render every configuration a rerender would produce and check the recipe's rules: every "
             "patch in recipe/patches is listed in meta.yaml, exists and has a git format-patch header "
             "with why and upstream status; scripted outputs keep the top-level host requirements; every "
-            "output has a test; build numbers follow CUDA +200, MKL +100, MAGMA linalg +50 and build "
-            "strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
+            "output has a test; build numbers follow CUDA +200 + version digits, MKL +100, MAGMA +50 and "
+            "build strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
             ".ci_support is what the CI generator writes; the staging table and the outputs agree. "
             "Prints one line per finding and exits 1 when there is any."
         ),

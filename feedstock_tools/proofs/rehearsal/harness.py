@@ -32,6 +32,7 @@ from feedstock_tools.proofs.rehearsal.activation import (
     compiler_activation,
 )
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps, work_name
+from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
 
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
@@ -340,13 +341,10 @@ class Rehearsal:
             self.prefix.mkdir(parents=True)
         (self.prefix / "conda-meta").mkdir(exist_ok=True)
         magma = any(name in _MAGMA_NAMES for name in names)
-        for name in names:
-            package = self.preferred_package(name)
-            if package is None:
-                continue
-            for installed in (package, *self.run_dependencies(package)):
-                self.install_package(installed, self.prefix)
-                magma = magma or brings_libmagma(installed.step)
+        built = {result.step.name for result in self.packaged()}
+        for installed in self.solver_installs([spec for spec in step.host if spec.split()[0] in built]):
+            self.install_package(installed, self.prefix)
+            magma = magma or brings_libmagma(installed.step)
         if magma:
             self.install_magma(self.prefix)
 
@@ -369,15 +367,13 @@ class Rehearsal:
             targets.make_target_interpreter(build_venv, step.python, self.target)
             targets.replace_interpreter(self.prefix, step.python, targets.cross_python_shim(build_venv))
 
-    def run_dependencies(self, package: StepResult) -> list[StepResult]:
-        """Sibling packages among ``package``'s run requirements, as the solver would pick them."""
-        found = (self.preferred_package(name) for name in package.step.run_names())
-        return [dependency for dependency in found if dependency is not None]
+    def packaged(self) -> list[StepResult]:
+        return [r for r in self.results if r.ok and r.package_dir is not None]
 
-    def preferred_package(self, name: str) -> StepResult | None:
-        """The built package conda's solver would pick for ``name``: the highest build number."""
-        built = [r for r in self.results if r.ok and r.step.name == name and r.package_dir is not None]
-        return max(built, key=lambda r: r.step.build_number, default=None)
+    def solver_installs(self, specs: list[str]) -> list[StepResult]:
+        """The rehearsed packages conda's solver installs for ``specs`` (with their sibling dependencies)."""
+        scratch = self.dir / "solver-channel"
+        return solver_pick(self.packaged(), specs, self.target.subdir, self.steps[0].variant, scratch)
 
     def install_package(self, result: StepResult, destination: Path) -> None:
         assert result.package_dir is not None

@@ -180,6 +180,14 @@ print(json.dumps({"version": torch.__version__, "add(1,2,alpha=3)": torch.add(1.
 """
 
 
+# the order the import check installs the solver's picks in (libtorch first: the others link it)
+INSTALL_ORDER = ("libtorch", "libtorch-cuda-linalg", "pytorch")
+
+
+def exact_spec(result: StepResult) -> str:
+    return f"{result.step.name} =={result.step.version} {result.step.build_string}"
+
+
 @dataclass(frozen=True)
 class ImportCheck:
     label: str
@@ -201,20 +209,22 @@ def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels
 
 
 def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
-    """``import torch`` in a prefix per built pytorch package with the linalg build conda prefers, and
+    """``import torch`` in a prefix per built pytorch package with what the solver installs for it, and
     once more with every other linalg build (first Python only): has_magma must follow the library."""
     checks: list[ImportCheck] = []
     root = rehearsal.dir / "import-check"
-    linalg = sorted(
-        (r for r in rehearsal.results if r.step.name == "libtorch-cuda-linalg" and r.ok),
-        key=lambda r: -r.step.build_number,
-    )
     pytorch = [r for r in rehearsal.results if r.step.name == "pytorch" and r.ok]
-    combinations = [(p, linalg[:1]) for p in pytorch]
+    combinations = [rehearsal.solver_installs([exact_spec(p)]) for p in pytorch]
     if pytorch:
-        combinations += [(pytorch[0], [other]) for other in linalg[1:]]
-    for package, linalg_builds in combinations:
-        labels = ["libtorch", *(r.step.label for r in linalg_builds), package.step.label]
+        picked = {r.step.label for r in combinations[0]}
+        combinations += [
+            rehearsal.solver_installs([exact_spec(pytorch[0]), exact_spec(other)])
+            for other in rehearsal.packaged()
+            if other.step.name == "libtorch-cuda-linalg" and other.step.label not in picked
+        ]
+    for installed in combinations:
+        package = next(r for r in installed if r.step.name == "pytorch")
+        labels = [r.step.label for r in sorted(installed, key=lambda r: INSTALL_ORDER.index(r.step.name))]
         name = "+".join(labels[1:])
         destination = root / name
         rehearsal.remover.discard(destination)
