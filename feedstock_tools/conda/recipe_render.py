@@ -3,8 +3,8 @@
 It exists so the project's tests, the consistency check and the rehearsal harness can see what conda-build
 would make of the recipe for one ``.ci_support/*.yaml`` file without conda installed. It follows
 conda-build's order: line selectors on the source (its Jinja loader filters them, so a dropped line's Jinja
-never runs), Jinja (with conda-build's Jinja context), selectors again (:mod:`feedstock_tools.conda.selectors`),
-then YAML.
+never runs), Jinja (with conda-build's Jinja context), selectors again
+(:mod:`feedstock_tools.conda.selectors`), then YAML.
 
 API::
 
