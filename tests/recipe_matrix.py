@@ -36,6 +36,20 @@ class Configuration:
         return self.cuda != "None"
 
     @property
+    def is_windows(self) -> bool:
+        return self.subdir.startswith("win-")
+
+    @property
+    def has_cuda_linalg(self) -> bool:
+        """2.13.0 builds libtorch_cuda_linalg as a library of its own on linux only (docs/recipe.md)."""
+        return self.is_cuda and self.subdir.startswith("linux-")
+
+    @property
+    def build_script(self) -> str:
+        """The script conda-build runs for a scripted output: bash's on unix, cmd's on Windows."""
+        return "bld.bat" if self.is_windows else "build.sh"
+
+    @property
     def flavour(self) -> str:
         return f"cuda{self.cuda.replace('.', '')}" if self.is_cuda else "cpu"
 
@@ -79,7 +93,8 @@ def ci_support_jobs() -> list[CiJob]:
 
 
 # The issue's output table: linux-64 CPU and CUDA 12.9/13.0 with MKL and generic BLAS, linux-aarch64 CPU and
-# CUDA (generic; sbsa 12.9 and 13.0, tegra 12.9 for Jetson), osx-64 MKL and generic, osx-arm64 generic.
+# CUDA (generic; sbsa 12.9 and 13.0, tegra 12.9 for Jetson), osx-64 MKL and generic, osx-arm64 generic,
+# win-64 CPU and CUDA 12.8/13.0 with MKL.
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("linux-64", "mkl", "None"),
     Configuration("linux-64", "generic", "None"),
@@ -94,6 +109,9 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("osx-64", "mkl", "None"),
     Configuration("osx-64", "generic", "None"),
     Configuration("osx-arm64", "generic", "None"),
+    Configuration("win-64", "mkl", "None"),
+    Configuration("win-64", "mkl", "12.8"),
+    Configuration("win-64", "mkl", "13.0"),
 )
 
 
@@ -142,6 +160,11 @@ def variant_config(configuration: Configuration) -> dict[str, Any]:
         configuration.subdir, {"cuda_compiler_version": configuration.cuda}, environ
     )
     config = _load(PINNING / "conda_build_config.yaml", namespace)
+    # the recipe's keys replace the pinning's before the migrations run (win-64's cuda_compiler_version)
+    recipe = _load(RECIPE / "conda_build_config.yaml", namespace)
+    zip_keys = _zip_groups(config) + _zip_groups(recipe)
+    config.update(recipe)
+    config["zip_keys"] = zip_keys
 
     python = _load(PINNING / "migrations" / "python314.yaml", namespace)
     _append_to_zip(config, {"python": python["python"], "is_python_min": python["is_python_min"]})
@@ -155,11 +178,6 @@ def variant_config(configuration: Configuration) -> dict[str, Any]:
         _add_zip_keys(config, tegra, "cuda_compiler_version")
         _append_to_zip(config, {key: value for key, value in tegra.items() if not key.startswith("__")})
         row["arm_variant_type"] = "tegra"
-
-    recipe = _load(RECIPE / "conda_build_config.yaml", namespace)
-    zip_keys = _zip_groups(config) + _zip_groups(recipe)
-    config.update(recipe)
-    config["zip_keys"] = zip_keys
 
     _cut_zip(config, row)
     config["blas_impl"] = [configuration.blas_impl]

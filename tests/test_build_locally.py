@@ -424,11 +424,11 @@ def test_errors_are_one_line(feedstock: Feedstock, tmp_path: Path, case: str) ->
 
 
 def test_windows_configuration_on_linux(feedstock: Feedstock) -> None:
-    (feedstock.root / ".ci_support" / "win_64_.yaml").write_text(
-        "channel_sources:\n- conda-forge\ntarget_platform:\n- win-64\n"
-    )
-    message = error_of(feedstock.run("win_64"))
-    assert message == "error: win_64_ is a Windows configuration; it can only be built on Windows"
+    """The feedstock's own win-64 configurations (.scripts/run_win_build.bat builds them on Windows)."""
+    name = "win_64_cuda_compiler_versionNone"
+    assert (feedstock.root / ".ci_support" / f"{name}.yaml").is_file()
+    message = error_of(feedstock.run(name))
+    assert message == f"error: {name} is a Windows configuration; it can only be built on Windows"
 
 
 def test_no_ci_support(feedstock: Feedstock) -> None:

@@ -55,6 +55,8 @@ def test_configurations_are_the_recipe_issue_matrix(rendered: list[ci_support.Ci
     expected |= {("linux-aarch64", "generic", "12.9", "tegra")}
     expected |= {("osx-64", blas, "None", "-") for blas in ("mkl", "generic")}
     expected |= {("osx-arm64", "generic", "None", "-")}
+    # Windows: MKL only, CUDA held at 12.8 (recipe/conda_build_config.yaml, docs/recipe.md#windows)
+    expected |= {("win-64", "mkl", cuda, "-") for cuda in ("None", "12.8", "13.0")}
     assert seen == expected
     assert len(rendered) == len(expected)
 
@@ -69,7 +71,8 @@ def test_megabuild_loops_stay_inside_one_job(rendered: list[ci_support.CiConfig]
         assert config.data["python"] == all_pythons, config.name
         for key in MEGABUILD_LOOPS:
             assert key not in config.name, config.name
-        if config.data["cuda_compiler_version"] != ["None"]:
+        # linux CUDA builds both linalg variants; Windows has no separate linalg library (docs/recipe.md)
+        if config.data["cuda_compiler_version"] != ["None"] and config.subdir.startswith("linux"):
             assert config.data["magma_variant"] == ["magma", "nomagma"], config.name
 
 
@@ -114,15 +117,34 @@ def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support
         if entry["os"] == "ubuntu":
             assert entry["runs_on"][0].startswith("cirun-openstack-gpu-2xlarge--${{ github.run_id }}-")
             assert entry["CONDA_FORGE_DOCKER_RUN_ARGS"] == "--gpus all"
+        elif entry["CONFIG"].startswith("win_64_"):
+            # conda-smithy's Windows entry: a Namespace runner keeps Miniforge and the build on D:
+            assert entry["os"] == "windows"
+            assert entry["runs_on"] == ["namespace-profile-16cpu-4x-on-windows-64"]
+            assert entry["build_platform"] == "win-64"
+            assert (entry["build_workspace_dir"], entry["tools_install_dir"]) == (
+                "D:\\\\bld\\\\",
+                "D:\\Miniforge",
+            )
+            assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
         else:
             # github_actions_labels: hosted -> GitHub's Apple-silicon runner (osx-64 cross-compiled there)
             assert entry["runs_on"] == ["macos-15"], entry["CONFIG"]
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
 
 
+def test_windows_folders_are_on_d_where_conda_smithy_puts_them() -> None:
+    """conda-smithy 2026.8.5: D: on GitHub's hosted Windows images and Namespace runners, C: elsewhere."""
+    assert ci_workflow.windows_drive(["windows-2022"]) == "D:"
+    assert ci_workflow.windows_drive(["namespace-profile-16cpu-4x-on-windows-64"]) == "D:"
+    assert ci_workflow.windows_drive(["windows", "x64", "self-hosted"]) == "C:"
+
+
 def test_macos_jobs_ask_for_hosted_runners(rendered: list[ci_support.CiConfig]) -> None:
     for config in rendered:
         expected = ["hosted"] if config.subdir.startswith("osx") else ["cirun-openstack-gpu-2xlarge"]
+        if config.subdir == "win-64":
+            expected = ["namespace-profile-16cpu-4x-on-windows-64"]
         assert config.data["github_actions_labels"] == expected, config.name
 
 

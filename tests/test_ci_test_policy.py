@@ -124,9 +124,22 @@ def test_this_machine_is_linux_64() -> None:
     assert running_subdir() == "linux-64"  # CI and this project's machines: x86-64 Linux
 
 
+def test_an_x64_windows_runner_is_win_64(monkeypatch: pytest.MonkeyPatch) -> None:
+    """platform.machine() on x64 Windows is "AMD64" (its PROCESSOR_ARCHITECTURE), not "x86_64"."""
+    monkeypatch.setattr("platform.system", lambda: "Windows")
+    monkeypatch.setattr("platform.machine", lambda: "AMD64")
+    assert running_subdir() == "win-64"
+
+
 @pytest.mark.parametrize(
     ("config", "machine"),
-    [("linux_64", None), ("linux_aarch64", None), ("linux_aarch64", "linux-64"), ("osx_arm64", "osx-arm64")],
+    [
+        ("linux_64", None),
+        ("linux_aarch64", None),
+        ("linux_aarch64", "linux-64"),
+        ("osx_arm64", "osx-arm64"),
+        ("win_64", "win-64"),  # what run_win_build.bat asks on a Windows runner (native: nothing to add)
+    ],
 )
 def test_native_and_qemu_targets_are_tested(scripts_copy: Path, config: str, machine: str | None) -> None:
     result = _test_options(scripts_copy, config, machine)

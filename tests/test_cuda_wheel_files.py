@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, RULES
 from megabuild.staging import StagingError, UpstreamTrees, classify, files_by_package
+from wheel_fixtures import ci_config, write_skeleton_wheel
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.wheel_layout import (
@@ -34,27 +34,16 @@ def listed() -> list[ListedFile]:
     return read_file_list(CUDA_WHEEL_FILES)
 
 
-def write_skeleton_wheel(files: list[ListedFile], directory: Path) -> Path:
-    """Test double of the CUDA wheel: every listed path with its mode, and no contents."""
-    wheel = directory / CUDA_WHEEL_NAME
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for listed_file in files:
-            member = zipfile.ZipInfo(listed_file.path)
-            member.external_attr = (0o100000 | listed_file.mode) << 16
-            archive.writestr(member, b"")
-    return wheel
-
-
 @pytest.fixture(scope="module")
 def skeleton(listed: list[ListedFile], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_skeleton_wheel(listed, tmp_path_factory.mktemp("skeleton"))
+    return write_skeleton_wheel(listed, tmp_path_factory.mktemp("skeleton"), CUDA_WHEEL_NAME)
 
 
 @pytest.fixture(scope="module")
 def layout(skeleton: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """The real ``wheel-layout`` run on the skeleton wheel: its table and its work directory."""
     work = tmp_path_factory.mktemp("layout") / "work"
-    return run(skeleton, work), work
+    return run(skeleton, work, ci_config("linux-64", "13.0")), work
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +62,8 @@ def test_the_file_list_is_the_cuda_wheel(listed: list[ListedFile]) -> None:
 
 
 def test_wheel_layout_stages_all_three_packages_of_the_cuda_wheel(layout: tuple[str, Path]) -> None:
-    table, work = layout
+    report, work = layout
+    table = report.split("\n\n")[0]  # the packages' table; then the bundled libraries and the linkage
     rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
     assert list(rows) == [LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH, NOT_SHIPPED]
     assert rows[LIBTORCH].startswith(f"| {LIBTORCH} | 9207 | 0 |")
@@ -125,7 +115,7 @@ def test_an_unplaced_file_is_one_line_and_leaves_nothing(listed: list[ListedFile
         for f in listed
         if f.path.startswith("torch/lib/") or f.path == "torch/__init__.py" or f.path.endswith("/METADATA")
     ]
-    wheel = write_skeleton_wheel([*libraries, unknown], tmp_path)
+    wheel = write_skeleton_wheel([*libraries, unknown], tmp_path, CUDA_WHEEL_NAME)
     work = tmp_path / "work"
     with pytest.raises(ToolError, match=r"libtorch_cuda_future\.so: add a rule for it to recipe/megabuild"):
         run(wheel, work)

@@ -234,9 +234,12 @@ def test_versioned_name_of_another_library_is_not_claimed(tmp_path: Path) -> Non
 
 
 def test_unknown_shlib_ext_is_one_clear_error(trees: UpstreamTrees) -> None:
-    windows = UpstreamTrees(trees.install, shlib_ext=".dll")
-    with pytest.raises(StagingError, match=r"SHLIB_EXT='\.dll' is not a platform the staging table knows"):
-        classify(windows)
+    hp_ux = UpstreamTrees(trees.install, shlib_ext=".sl")
+    with pytest.raises(StagingError, match=r"SHLIB_EXT='\.sl' is not a platform the staging table knows"):
+        classify(hp_ux)
+    # a Linux tree read with the Windows table (.dll): its libraries are unclaimed, not misplaced
+    with pytest.raises(StagingError, match=r"no staging rule claims, first .*/lib/libc10\.so"):
+        classify(UpstreamTrees(trees.install, shlib_ext=".dll"))
 
 
 def test_extension_module_for_the_outputs_python(macos_trees: UpstreamTrees) -> None:

@@ -32,4 +32,4 @@ def test_job_lists_every_python_and_both_magma_variants(job):
     assert {"python", "magma_variant"}.isdisjoint(recipe.top_level.used_variables)
     assert len({output.variant["python"] for output in recipe.by_name("pytorch")}) == 5
     magma = {output.variant["magma_variant"] for output in recipe.by_name("libtorch-cuda-linalg")}
-    assert magma == ({"magma", "nomagma"} if job.is_cuda else set())
+    assert magma == ({"magma", "nomagma"} if job.has_cuda_linalg else set())

@@ -63,7 +63,7 @@ configurations = pytest.mark.parametrize(
 def test_outputs_match_the_issue_table(configuration: Configuration) -> None:
     counts = Counter(output.name for output in rendered(configuration).outputs)
     expected = {"libtorch": 1, "pytorch": 5, metapackage(configuration): 1}
-    if configuration.is_cuda:
+    if configuration.has_cuda_linalg:
         expected["libtorch-cuda-linalg"] = 2
     assert counts == expected
 
@@ -72,7 +72,7 @@ def test_outputs_match_the_issue_table(configuration: Configuration) -> None:
 def test_build_order_puts_libraries_before_their_consumers(configuration: Configuration) -> None:
     names = [output.name for output in rendered(configuration).outputs]
     order = ["libtorch", "pytorch", metapackage(configuration)]
-    if configuration.is_cuda:
+    if configuration.has_cuda_linalg:
         order.insert(0, "libtorch-cuda-linalg")
     assert list(dict.fromkeys(names)) == order
 
@@ -105,7 +105,7 @@ def test_build_strings_name_flavour_blas_python_and_magma(configuration: Configu
         extra = 50 if magma == "magma" else 0
         assert re.fullmatch(rf"{prefix}_{magma}_{HASH}_{n + extra}", output.build_string)
     assert {o.variant["magma_variant"] for o in recipe.by_name("libtorch-cuda-linalg")} == (
-        {"magma", "nomagma"} if configuration.is_cuda else set()
+        {"magma", "nomagma"} if configuration.has_cuda_linalg else set()
     )
 
 
@@ -121,7 +121,7 @@ def test_hashes_tell_same_name_builds_apart(configuration: Configuration) -> Non
 def test_libtorch_pins(configuration: Configuration) -> None:
     libtorch = one(rendered(configuration), "libtorch")
     assert libtorch.run_exports == ("libtorch >=2.13.0,<2.14.0a0",)
-    assert libtorch.script == "build.sh"
+    assert libtorch.script == configuration.build_script
 
 
 @configurations
@@ -132,7 +132,7 @@ def test_pytorch_pins_libtorch_exactly_and_exports_both(configuration: Configura
         assert exact in pytorch.requirements.host
         assert exact in pytorch.requirements.run
         assert set(pytorch.run_exports) == {"pytorch >=2.13.0,<2.14.0a0", "libtorch >=2.13.0,<2.14.0a0"}
-        assert pytorch.script == "build.sh"
+        assert pytorch.script == configuration.build_script
         assert re.fullmatch(r"python 3\.1\d\.\* \*_cp\w+", pytorch.requirements.host[0])
 
 
@@ -201,7 +201,8 @@ def test_host_versions_come_from_the_pinning(configuration: Configuration) -> No
     host = one(rendered(configuration), "libtorch").requirements.host
     expected = ["libabseil", "libprotobuf", "fmt"]
     if configuration.is_cuda:
-        expected += ["libcudnn-dev", "nccl"]
+        # no NCCL for Windows; there MAGMA is linked into torch_cuda (no linalg library to put it in)
+        expected += ["libcudnn-dev", "libmagma-devel" if configuration.is_windows else "nccl"]
     for name in expected:
         pinned = f"{name} {pins[name.replace('-', '_')][0]}.*"
         assert pinned in host
@@ -225,11 +226,16 @@ def test_requirement_lists_agree_across_outputs(configuration: Configuration) ->
     fixed_python, cpp_and_python = top_host[0], top_host[1:]
     assert fixed_python == f"python {global_pins(configuration)['python_min'][0]}.*"
     libtorch_host = list(one(recipe, "libtorch").requirements.host)
-    assert libtorch_host == cpp_and_python[: len(libtorch_host)]
     magma_devel = f"libmagma-devel {global_pins(configuration)['libmagma_devel'][0]}.*"
+    if configuration.is_cuda and configuration.is_windows:
+        # Windows CUDA: MAGMA, linked into torch_cuda, closes pass 1's host and libtorch's
+        assert top_host[-1] == libtorch_host[-1] == magma_devel
+        libtorch_host = libtorch_host[:-1]
+    assert libtorch_host == cpp_and_python[: len(libtorch_host)]
     for pytorch in recipe.by_name("pytorch"):
-        # CUDA: MAGMA's files for the CMake re-run in pass 1's cache (build-time only)
-        extra = [magma_devel] if configuration.is_cuda else []
+        # linux CUDA: MAGMA's files for the CMake re-run in pass 1's cache (build-time only); on Windows
+        # they are in pass 1's host already
+        extra = [magma_devel] if configuration.has_cuda_linalg else []
         assert list(pytorch.requirements.host[1:-1]) == [*cpp_and_python, *extra]
         assert ("libmagma-devel" in pytorch.build.get("ignore_run_exports_from", [])) == configuration.is_cuda
     for linalg in recipe.by_name("libtorch-cuda-linalg"):
@@ -319,11 +325,36 @@ def test_source_patches_and_about() -> None:
     assert recipe.extra["recipe-maintainers"]
 
 
-def test_windows_is_skipped() -> None:
-    config = variant_config(Configuration("linux-64", "generic", "None"))
-    config["target_platform"] = ["win-64"]
-    recipe = render_recipe(RECIPE, config)
-    assert recipe.outputs == () and recipe.top_level is None
+def test_windows_cuda_links_magma_into_libtorch_and_patches_for_windows() -> None:
+    """win-64 CUDA: no libtorch-cuda-linalg to depend on, MAGMA in libtorch's own host (its run_exports
+    make libmagma a run dependency), the Windows patches, not 0004 (whose MAGMA split needs that library)."""
+    recipe = rendered(Configuration("win-64", "mkl", "12.8"))
+    libtorch = one(recipe, "libtorch")
+    assert not any(spec.startswith("libtorch-cuda-linalg") for spec in libtorch.requirements.run)
+    assert any(spec.startswith("libmagma-devel ") for spec in libtorch.requirements.host)
+    assert not any(
+        spec.startswith(("nccl", "cuda-driver-dev", "libcufile")) for spec in libtorch.requirements.host
+    )
+    assert libtorch.build["missing_dso_whitelist"] == ["*/nvcuda.dll"]
+    patches = [patch.split("/")[1][:4] for patch in recipe.top_level.source["patches"]]
+    assert patches == [
+        "0001",
+        "0002",
+        "0003",
+        "0010",
+        "0011",
+        "0012",
+        "0015",
+        "0020",
+        "0021",
+        "0022",
+        "0023",
+        "0024",
+    ]
+    cpu = rendered(Configuration("win-64", "mkl", "None")).top_level.source["patches"]
+    assert [patch.split("/")[1][:4] for patch in cpu] == [p for p in patches if p not in ("0003", "0021")]
+    linux = rendered(Configuration("linux-64", "mkl", "12.9")).top_level.source["patches"]
+    assert not any(patch.split("/")[1][:4] in ("0020", "0021", "0022", "0024") for patch in linux)
 
 
 def test_release_candidates_build_from_the_upstream_rc_tag(tmp_path):

@@ -197,17 +197,52 @@ def test_aten_config_of_patch_0002_finds_headers_in_the_installed_prefix(tmp_pat
     assert f"ATEN_INCLUDE_DIR={build}/prefix/include" in configured.stdout
 
 
+# setup.py's build_ext._wrap_headers_with_macro wraps every header under torch/include in these lines (the
+# 2.13.0 wheel's headers; a test below checks that unwrapping gives the feedstock patches' pre-image blobs).
+HEADER_GUARD = "#if !defined(TORCH_STABLE_ONLY) && !defined(TORCH_TARGET_VERSION)\n"
+HEADER_GUARD_END = (
+    '\n#else\n#error "This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION'
+    ' is defined."\n#endif  // !defined(TORCH_STABLE_ONLY) && !defined(TORCH_TARGET_VERSION)\n'
+)
+
+
+@dataclass
+class WholeFile:
+    path: str  # in the source tree
+    member: str  # in the wheel
+    blob: str  # abbreviated git blob id of the 2.13.0 file
+
+
+def whole_files() -> list[WholeFile]:
+    """The fixture's "@@ <path> whole <member> (blob X)" entries."""
+    found = re.findall(r"^@@ (\S+) whole (\S+) \(blob ([0-9a-f]+)\)$", PREIMAGE.read_text(), re.M)
+    return [WholeFile(*entry) for entry in found]
+
+
+def wheel_source_file(member: str) -> bytes:
+    """A 2.13.0 source file as the CPU wheel ships it: headers without setup.py's wrapping lines."""
+    if not CPU_WHEEL.is_file():
+        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it (pip install torch==2.13.0)")
+    with zipfile.ZipFile(CPU_WHEEL) as wheel:
+        data = wheel.read(member)
+    if member.startswith("torch/include/"):
+        text = data.decode()
+        assert text.startswith(HEADER_GUARD) and text.endswith(HEADER_GUARD_END), member
+        data = text[len(HEADER_GUARD) : -len(HEADER_GUARD_END)].encode()
+    return data
+
+
 def preimage_tree(destination: Path) -> list[str]:
-    """The fixture's 2.13.0 lines written at their line numbers (other lines: unique filler); the paths."""
+    """The fixture's 2.13.0 lines at their line numbers (other lines: unique filler) and its whole files from
+    the wheel, written under destination; their paths."""
     files: dict[str, dict[int, str]] = {}
     current: dict[int, str] = {}
     number = 0
     for line in PREIMAGE.read_text().splitlines():
         if line.startswith("@@"):
             words = line.split()
-            if len(words) >= 3:
-                current = files.setdefault(words[1], {})
-                number = int(words[2])
+            current = {} if words[2] == "whole" else files.setdefault(words[1], {})
+            number = 0 if words[2] == "whole" else int(words[2])
             continue
         if line.startswith("#") and not files:
             continue  # the fixture's own header
@@ -220,23 +255,35 @@ def preimage_tree(destination: Path) -> list[str]:
         target.write_text(
             "".join(lines.get(n, f"# line {n}: not in the fixture") + "\n" for n in range(1, last + 1))
         )
-    return sorted(files)
+    for whole in whole_files():
+        target = destination / whole.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(wheel_source_file(whole.member))
+    return sorted([*files, *(whole.path for whole in whole_files())])
 
 
-def test_the_fixture_holds_the_2_13_0_lines_of_the_wheel(tmp_path):
-    """The fixture's wheel segments are the wheel's bytes (so the fixture is not an invention)."""
-    if not CPU_WHEEL.is_file():
-        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it")
-    preimage_tree(tmp_path)
-    with zipfile.ZipFile(CPU_WHEEL) as wheel:
-        real = wheel.read("torch/share/cmake/Caffe2/FindCUDAToolkit.cmake").decode().splitlines()
-    fixture = (tmp_path / "cmake/Modules/FindCUDAToolkit.cmake").read_text().splitlines()
-    assert fixture[496:503] == real[496:503]
-    with zipfile.ZipFile(CPU_WHEEL) as wheel:
-        real = wheel.read("torch/utils/cpp_extension.py").decode().splitlines()
-    fixture = (tmp_path / "torch/utils/cpp_extension.py").read_text().splitlines()
-    kept = [n for n, line in enumerate(fixture) if not line.startswith("# line ")]
-    assert len(kept) > 30 and all(fixture[n] == real[n] for n in kept)
+def git_blob_id(data: bytes) -> str:
+    hashed = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+    return hashed.stdout.decode().strip()
+
+
+@pytest.mark.wheel
+@pytest.mark.parametrize("whole", whole_files(), ids=lambda whole: whole.path)
+def test_whole_files_are_the_2_13_0_files(whole):
+    """Each whole file from the wheel is the tarball's file byte for byte: its git blob id is the pre-image id
+    that conda-forge's 2.13.0 patches (which apply strictly to the tarball) name in their "index" lines."""
+    assert git_blob_id(wheel_source_file(whole.member)).startswith(whole.blob)
+
+
+def test_segments_from_later_feedstock_patches_start_at_the_2_13_0_line():
+    """A segment taken from a feedstock patch that numbers its lines after the feedstock's earlier patches
+    names that number and the shift; the segment starts at the difference (the tarball's line)."""
+    shifted = re.findall(
+        r"^@@ \S+ (\d+) feedstock \d{4} @(\d+), less the (\d+) lines its", PREIMAGE.read_text(), re.M
+    )
+    assert len(shifted) == 4  # Codegen.cmake x3 (their 0017 above), Dependencies.cmake (their 0004 above)
+    for start, theirs, shift in shifted:
+        assert int(start) == int(theirs) - int(shift)
 
 
 @dataclass
@@ -335,27 +382,65 @@ def test_unverified_hunks_are_named_with_the_reason(patch):
         assert "Not verified against 2.13.0" in patch.read_text().split("\n---\n", 1)[0], patch.name
 
 
+def strict_apply(patch_text: str, tree: Path) -> subprocess.CompletedProcess[str]:
+    """git apply --check of a patch text in tree: no fuzz (git never fuzzes), and its verbose report, which
+    names any offset ("Hunk #1 succeeded at 388 (offset 2 lines)")."""
+    (tree / "strict.patch").write_text(patch_text)
+    if not (tree / ".git").is_dir():
+        subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    command = ["git", "apply", "--check", "-v", "strict.patch"]
+    return subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+
+
+def applies_at_its_line_numbers(applied: subprocess.CompletedProcess[str]) -> bool:
+    return applied.returncode == 0 and "offset" not in applied.stderr
+
+
+@pytest.mark.wheel
 @pytest.mark.parametrize(
     "patch", [p for p in PATCHES if verified_patch_text(p)], ids=patch_id
 )  # fmt: skip
 def test_verified_hunks_apply_strictly_at_their_line_numbers_to_the_2_13_0_lines(patch, tmp_path):
     """git apply (no fuzz) at the exact line numbers the hunks name: no offset, no missing context."""
     paths = preimage_tree(tmp_path)
-    verified = tmp_path / "verified.patch"
-    verified.write_text(verified_patch_text(patch))
-    touched = [diff.path for diff in file_diffs(patch) if diff.hunks[0].old_start]  # not new files
-    touched = [path for _, _, path in numstat(verified) if path in touched]
+    text = verified_patch_text(patch)
+    touched = {d.path for d in file_diffs(patch) if d.hunks[0].old_start and f"+++ b/{d.path}\n" in text}
     assert set(touched) <= set(paths), f"{patch.name}: no 2.13.0 lines for {set(touched) - set(paths)}"
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    applied = subprocess.run(
-        ["git", "apply", "--check", "-v", str(verified)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert applied.returncode == 0, applied.stderr
-    assert "offset" not in applied.stderr, applied.stderr
+    applied = strict_apply(text, tmp_path)
+    assert applies_at_its_line_numbers(applied), applied.stderr
+
+
+@pytest.mark.wheel
+@pytest.mark.parametrize("lines", [-2, 13], ids=["2 lines up", "13 lines down"])
+def test_a_hunk_at_the_wrong_line_is_rejected_even_where_its_text_matches(lines, tmp_path):
+    """The check has teeth for offsets: 0011 with every hunk renumbered (as the fixture once had it, 13 lines
+    down) still finds its text, and git apply succeeds, but at an offset: rejected. Same for a whole file."""
+    preimage_tree(tmp_path)
+    for number in ("0011", "0015"):
+        (patch,) = [p for p in PATCHES if patch_id(p) == number]
+        text = verified_patch_text(patch)
+        assert applies_at_its_line_numbers(strict_apply(text, tmp_path))
+        moved = re.sub(
+            r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@",
+            lambda m: f"@@ -{int(m[1]) + lines},{m[2]} +{int(m[3]) + lines},{m[4]} @@",
+            text,
+            flags=re.M,
+        )
+        applied = strict_apply(moved, tmp_path)
+        assert applied.returncode == 0 and "offset" in applied.stderr  # git alone would take it
+        assert not applies_at_its_line_numbers(applied)
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
+def test_a_patch_of_a_whole_file_names_its_2_13_0_blob(patch):
+    """A patch of a file the fixture takes whole from the wheel names that file's blob in its "index" line
+    (the id says which file the hunks were made against, as in conda-forge's patches)."""
+    blobs = {whole.path: whole.blob for whole in whole_files()}
+    for diff in file_diffs(patch):
+        if diff.path in blobs:
+            index = [line for line in diff.header if line.startswith("index ")]
+            pre_image = index[0].split()[1].split("..")[0] if index else None
+            assert pre_image == blobs[diff.path], f"{patch.name}: {diff.path}"
 
 
 @pytest.mark.wheel

@@ -29,8 +29,9 @@ def test_cuda_tests_can_build_cmake_consumers_and_cuda_extensions(configuration:
         host = names(output.requirements.host)
         nvcc = any(name.startswith("cuda_compiler") or name.startswith("cuda-nvcc") for name in required)
         if configuration.is_cuda:
+            cuda_dev = set(CUDA_DEV) - ({"nccl"} if configuration.is_windows else set())  # none for Windows
             assert nvcc, (output.name, sorted(required))
-            assert set(CUDA_DEV) <= required, (output.name, set(CUDA_DEV) - required)
+            assert cuda_dev <= required, (output.name, cuda_dev - required)
             # every CUDA dev package the build used is there for find_package(Torch) again
             assert {n for n in host if n.startswith(("cuda-", "libcu"))} <= required
         else:
@@ -50,6 +51,8 @@ def test_pytorch_checks_complex_dot_and_the_built_in_features(configuration: Con
             expected.add("mps")
         if configuration.is_cuda:
             expected |= {"cudnn", "nccl"}
+        if configuration.is_windows:  # oneDNN as conda-forge's bld.bat sets it for CPU builds; no NCCL
+            expected = {"cudnn"} if configuration.is_cuda else {"onednn"}
         assert required == expected
         assert ("python tests/check_cuda_extension.py" in commands) == configuration.is_cuda
         for path in pytorch.test["files"]:
@@ -69,6 +72,27 @@ def test_cuda_libtorch_checks_its_arch_list_activation(configuration: Configurat
     (libtorch,) = outputs(configuration, "libtorch")
     commands = " ".join(libtorch.test["commands"])
     assert ("CF_TORCH_CUDA_ARCH_LIST" in commands) == configuration.is_cuda
+
+
+@configurations
+def test_commands_are_written_for_the_platform_shell(configuration: Configuration) -> None:
+    """conda-build runs test commands with bash on unix and cmd.exe on Windows: each gets its own spelling."""
+    for output in outputs(configuration, "libtorch") + outputs(configuration, "pytorch"):
+        commands = "\n".join(output.test["commands"])
+        unix_only = ("test -f", "test ! -e", "${PREFIX}", "./cmake_test_build/", "$(command -v")
+        windows_only = ("if not exist", "%LIBRARY_", "%PREFIX%", "torch_consumer.exe")
+        present, absent = (windows_only, unix_only) if configuration.is_windows else (unix_only, windows_only)
+        assert not [word for word in absent if word in commands], output.dist
+        assert [word for word in present if word in commands], output.dist
+    if configuration.is_windows:
+        (libtorch,) = outputs(configuration, "libtorch")
+        commands = libtorch.test["commands"]
+        for lib in ["c10", "torch", "torch_cpu", "shm"] + (
+            ["c10_cuda", "torch_cuda", "caffe2_nvrtc"] if configuration.is_cuda else []
+        ):
+            assert f'if not exist "%LIBRARY_BIN%\\{lib}.dll" exit 1' in commands
+            assert f'if not exist "%LIBRARY_LIB%\\{lib}.lib" exit 1' in commands
+        assert 'if exist "%LIBRARY_BIN%\\torch_python.dll" exit 1' in commands
 
 
 def _upstream_runs(recipe) -> dict[str, list[str]]:

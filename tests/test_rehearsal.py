@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from megabuild import activation
 
+from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, report
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, load_config
@@ -263,6 +264,25 @@ def test_no_step_changes_what_its_host_prefix_held(rehearsal: Rehearsal) -> None
     """conda-build packages new files only: a pass rewriting e.g. libtorch's files in pytorch's host
     would lose that change silently."""
     assert {r.step.label: r.modified_host_files for r in rehearsal.results if r.modified_host_files} == {}
+
+
+def test_every_package_loads_only_what_it_may_rely_on(rehearsal: Rehearsal) -> None:
+    """The linkage check of each built package with the packages it depends on (what `rehearse` prints)."""
+    checks = report.linkage_checks(rehearsal)
+    packaged = [r.step.label for r in rehearsal.results if r.ok and r.package_dir is not None and r.new_files]
+    assert [check.label for check in checks] == packaged
+    assert [check.errors for check in checks if not check.ok] == []
+    assert all(check.binaries > 0 for check in checks if not check.label.startswith("pytorch-"))
+
+
+def test_pytorch_without_libtorch_fails_the_linkage_check(cpu_rehearsal: Rehearsal) -> None:
+    pytorch = next(r for r in cpu_rehearsal.results if r.step.name == "pytorch" and r.ok)
+    spec = report.package_spec_of(pytorch, cpu_rehearsal.target.subdir)
+    outcome = linkage.LinkageCheck([spec], "linux", machine_runtime=report.MACHINE_RUNTIME).run()
+    assert any(
+        "need(s) libc10.so: no package provides it (expected in libtorch, by the staging rule" in error
+        for error in outcome.errors
+    ), outcome.errors
 
 
 def test_links_in_packages_stay_inside_the_prefix(rehearsal: Rehearsal) -> None:

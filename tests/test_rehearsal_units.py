@@ -142,15 +142,15 @@ def test_unknown_config_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) 
     assert "\n" not in error
 
 
-def test_osx_configurations_are_simulated_and_windows_is_refused() -> None:
+def test_osx_and_windows_are_simulated_and_an_unknown_platform_is_refused() -> None:
     from feedstock_tools.proofs.rehearsal.target import target_for
 
     rehearsal = Rehearsal(_first("osx_*.yaml"), work_root=Path(os.devnull))
     assert rehearsal.target.macos and rehearsal.target.shlib_ext == ".dylib"
-    with pytest.raises(
-        ToolError, match=r"target_platform win-64 cannot be rehearsed .*Windows is not supported"
-    ):
-        target_for("win-64", REPO_ROOT)
+    windows = target_for("win-64", REPO_ROOT)
+    assert windows.windows and windows.ext_suffix("312") == ".cp312-win_amd64.pyd"
+    with pytest.raises(ToolError, match=r"target_platform win-arm64 cannot be rehearsed .*add it to TARGETS"):
+        target_for("win-arm64", REPO_ROOT)
 
 
 def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> None:
@@ -163,6 +163,6 @@ def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> N
     assert target_for("linux-aarch64", REPO_ROOT).build_subdir == "linux-64"
     (tmp_path / "conda-forge.yml").write_text("build_platform:\n  osx_arm64: osx_64\n")
     assert target_for("osx-arm64", tmp_path).cross and not target_for("osx-64", tmp_path).cross
-    (tmp_path / "conda-forge.yml").write_text("build_platform:\n  osx_arm64: win_64\n")
-    with pytest.raises(ToolError, match=r"^conda-forge.yml builds osx-arm64 on win-64, .*fix build_platform"):
+    (tmp_path / "conda-forge.yml").write_text("build_platform:\n  osx_arm64: win_arm64\n")
+    with pytest.raises(ToolError, match=r"^conda-forge.yml builds osx-arm64 on win-arm64, .*fix build_"):
         target_for("osx-arm64", tmp_path)

@@ -250,8 +250,8 @@ def test_clobbering_packages_are_refused(tmp_path: Path) -> None:
         merge_prefixes({"a": tmp_path / "a", "b": tmp_path / "b"}, tmp_path / "env")
 
 
-def test_wheel_name_that_is_not_a_linux_cpython_wheel_is_refused() -> None:
-    with pytest.raises(ToolError, match="is not a Linux CPython wheel name"):
+def test_wheel_name_that_is_not_a_cpython_platform_wheel_is_refused() -> None:
+    with pytest.raises(ToolError, match="is not a CPython wheel name for linux, macOS or Windows"):
         parse_wheel_name(Path("torch-2.13.0-py3-none-any.whl"))
 
 

@@ -50,6 +50,7 @@ SUBDIRS = {
     ("Linux", "ppc64le"): "linux-ppc64le",
     ("Darwin", "x86_64"): "osx-64",
     ("Darwin", "arm64"): "osx-arm64",
+    ("Windows", "AMD64"): "win-64",  # platform.machine() on x64 Windows (its PROCESSOR_ARCHITECTURE)
 }
 
 

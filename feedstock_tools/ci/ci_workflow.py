@@ -16,21 +16,39 @@ from feedstock_tools.conda.variants import as_list
 
 WORKFLOW = Path(".github") / "workflows" / "conda-build.yml"
 
-# Runner labels per build platform (conda-smithy 2026.8.5 configure_feedstock.py: GITHUB_ACTIONS_RUNS_ON):
-# "hosted" (or "default") in github_actions_labels means the hosted labels; a "self-hosted@<label>" entry
-# adds the self-hosted ones and "self-hosted".
+# Per build platform (conda-smithy 2026.8.5 configure_feedstock.py: GITHUB_ACTIONS_RUNS_ON): the matrix's "os"
+# (which build step runs), the hosted labels that "hosted" (or "default") in github_actions_labels means, and
+# the self-hosted labels a "self-hosted@<label>" entry adds (with "self-hosted").
+RUNNER_OS = {
+    "linux-64": "ubuntu",
+    "linux-aarch64": "ubuntu",
+    "osx-64": "macos",
+    "osx-arm64": "macos",
+    "win-64": "windows",
+}
 SELF_HOSTED_LABELS = {
     "linux-64": ["linux", "x64"],
     "linux-aarch64": ["linux", "ARM64"],
     "osx-64": ["macOS", "x64"],
     "osx-arm64": ["macOS", "arm64"],
+    "win-64": ["windows", "x64"],
 }
 HOSTED_LABELS = {
     "linux-64": ["ubuntu-latest"],
     "linux-aarch64": ["ubuntu-24.04-arm"],
     "osx-64": ["macos-15-intel"],
     "osx-arm64": ["macos-15"],
+    "win-64": ["windows-2022"],
 }
+# Windows runners whose second drive (D:) holds Miniforge and the build: GitHub's hosted images and
+# Namespace's runners; any other runner uses C: (conda-smithy 2026.8.5 _github_actions_specific_setup,
+# fill_workflow_settings_defaults).
+WINDOWS_D_DRIVE_RUNNERS = ("windows-latest", "windows-2022", "windows-2025")
+
+
+def windows_drive(runs_on: Sequence[str]) -> str:
+    on_namespace = any(label.startswith("namespace-profile-") for label in runs_on)
+    return "D:" if on_namespace or set(WINDOWS_D_DRIVE_RUNNERS) & set(runs_on) else "C:"
 
 
 def runner_labels(config: CiConfig) -> list[str]:
@@ -64,9 +82,17 @@ def workflow_matrix(configs: Sequence[CiConfig]) -> list[dict[str, Any]]:
             "CONFIG": config.name,
             "SHORT_CONFIG": config.short_name,
             "UPLOAD_PACKAGES": "True",
-            "os": "ubuntu" if config.build_platform.startswith("linux") else "macos",
+            "os": RUNNER_OS[config.build_platform],
             "runs_on": runs_on,
         }
+        if config.build_platform.startswith("win"):
+            # the Windows step hands these to .scripts/run_win_build.bat (CONDA_BLD_PATH, MINIFORGE_HOME)
+            drive = windows_drive(runs_on)
+            entry["build_platform"] = config.build_platform
+            # conda-smithy's values as it writes them: rf"{drive}\\bld\\" (two backslashes each, kept for
+            # conda-forge-ci-setup's C:\\bld\\ convention) and rf"{drive}\Miniforge"
+            entry["build_workspace_dir"] = rf"{drive}\\bld\\"
+            entry["tools_install_dir"] = rf"{drive}\Miniforge"
         if config.build_platform.startswith("linux"):
             entry["DOCKER_IMAGE"] = config.data["docker_image"][0]
             # GPU runners pass the GPUs into the build container so the CUDA tests run.

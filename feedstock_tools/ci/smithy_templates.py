@@ -40,6 +40,7 @@ SMITHY_RENDERED: tuple[SmithyRendered, ...] = (
     SmithyRendered(Path(".scripts") / "run_docker_build.sh", "run_docker_build.sh.tmpl", executable=True),
     SmithyRendered(Path(".scripts") / "build_steps.sh", "build_steps.sh.tmpl", executable=True),
     SmithyRendered(Path(".scripts") / "run_osx_build.sh", "run_osx_build.sh.tmpl", executable=True),
+    SmithyRendered(Path(".scripts") / "run_win_build.bat", "run_win_build.bat.tmpl", executable=True),
     SmithyRendered(Path(".circleci") / "config.yml", "circle.yml.tmpl", executable=False),
 )
 

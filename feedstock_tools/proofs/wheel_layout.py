@@ -18,6 +18,15 @@ and build the CMake consumer in the merged prefix; ``gpu-check``
 (``feedstock_tools/proofs/gpu_check.py``) uses the same steps on a CUDA torch. A file the staging
 table does not place (a ``StagingError`` of the driver) is a one-line error, and the work directory is
 left as it was.
+
+5. checks the packages' linkage (:mod:`feedstock_tools.proofs.linkage`): every library each staged binary
+   loads resolves to its own package, a package it depends on, a run requirement of the recipe's output
+   for the wheel's configuration (``.ci_support``), the platform's system set, or a staging-table decision
+   about a library the wheel bundles; otherwise one error line, and the work directory is left as it was.
+
+Every target's wheel works: ``manylinux_*``/``linux_*`` (``.so``), ``macosx_*`` (``.dylib``) and
+``win_*`` (``.dll``; staged once the staging table knows Windows). ``--file-list`` and ``--needs-list``
+cut the small CI fixtures (file list; each binary's needed libraries) from a wheel.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import hashlib
 import os
 import re
 import shutil
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,35 +46,66 @@ from pathlib import Path
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
-from feedstock_tools.common.recipe_imports import import_megabuild
+from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT, import_megabuild
+from feedstock_tools.conda.recipe_render import load_variant_config
+from feedstock_tools.proofs import linkage
 
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")
 _megabuild_errors = import_megabuild("errors")
 UpstreamTrees = _staging.UpstreamTrees
+CI_SUPPORT = REPO_ROOT / ".ci_support"
 
 # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl: name, version, python tag, abi tag, platform tag
+# (manylinux_2_28_aarch64, linux_x86_64, macosx_14_0_arm64, win_amd64)
 WHEEL_NAME = re.compile(
-    r"^(?P<name>[^-]+)-(?P<version>[^-]+)-cp(?P<py>\d)(?P<minor>\d+)-[^-]+-(?:manylinux_\d+_\d+|linux)_(?P<arch>\w+)\.whl$"
+    r"^(?P<name>[^-]+)-(?P<version>[^-]+)-cp(?P<py>\d)(?P<minor>\d+)-[^-]+-"
+    r"(?:(?:manylinux_\d+_\d+|linux)_(?P<linux>\w+)|macosx_(?P<macos>\d+_\d+)_(?P<mac>\w+)|win_(?P<win>\w+))\.whl$"
 )
 WHEEL_METADATA = re.compile(r"^torch-[^/]+\.dist-info/METADATA$")
+# torch/version.py of a CUDA wheel: cuda: Optional[str] = '13.0'
+WHEEL_CUDA = re.compile(r"^cuda(?:: [^=]+)? = '(?P<version>[\d.]+)'$", re.MULTILINE)
+# conda's subdir per (platform, wheel architecture)
+SUBDIRS = {
+    ("linux", "x86_64"): "linux-64",
+    ("linux", "aarch64"): "linux-aarch64",
+    ("osx", "arm64"): "osx-arm64",
+    ("osx", "x86_64"): "osx-64",
+    ("win", "amd64"): "win-64",
+}
+# conda-build's SHLIB_EXT (conda_build/utils.py get_shlib_ext)
+SHLIB_EXT = {"linux": ".so", "osx": ".dylib", "win": ".dll"}
 
 
 @dataclass(frozen=True)
 class WheelTag:
     version: str
     python: str  # "3.11"
-    arch: str  # "x86_64"
+    arch: str  # "x86_64", "aarch64", "arm64", "amd64"
+    platform: linkage.Platform = "linux"
+    macos: str = ""  # the wheel's minimum macOS, "14.0"
 
     @property
     def setuptools_dir(self) -> str:
-        """The name setuptools >= 62.1 gives its build directory for this interpreter."""
-        return f"lib.linux-{self.arch}-cpython-{self.python.replace('.', '')}"
+        """The name setuptools >= 62.1 gives its build directory for this interpreter (``sysconfig``'s
+        platform: ``linux-x86_64``, ``macosx-14.0-arm64``, ``win-amd64``)."""
+        platform = {"linux": f"linux-{self.arch}", "osx": f"macosx-{self.macos}-{self.arch}"}.get(
+            self.platform, f"win-{self.arch}"
+        )
+        return f"lib.{platform}-cpython-{self.python.replace('.', '')}"
 
     @property
     def site_packages(self) -> str:
-        """``$SP_DIR`` relative to ``$PREFIX`` on Linux."""
-        return f"lib/python{self.python}/site-packages"
+        """``$SP_DIR`` relative to ``$PREFIX`` (``Lib/site-packages`` on Windows)."""
+        return "Lib/site-packages" if self.platform == "win" else f"lib/python{self.python}/site-packages"
+
+    @property
+    def shlib_ext(self) -> str:
+        return SHLIB_EXT[self.platform]
+
+    @property
+    def subdir(self) -> str:
+        return SUBDIRS.get((self.platform, self.arch), f"{self.platform}-{self.arch}")
 
 
 @dataclass(frozen=True)
@@ -125,10 +166,16 @@ def parse_wheel_name(wheel: Path) -> WheelTag:
     match = WHEEL_NAME.match(wheel.name)
     if not match:
         raise ToolError(
-            f"{wheel.name} is not a Linux CPython wheel name (name-version-cpXY-cpXY-platform.whl): "
-            "pass a PyTorch wheel such as torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+            f"{wheel.name} is not a CPython wheel name for linux, macOS or Windows "
+            "(name-version-cpXY-cpXY-platform.whl): pass a PyTorch wheel such as "
+            "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
         )
-    return WheelTag(match["version"], f"{match['py']}.{match['minor']}", match["arch"])
+    python = f"{match['py']}.{match['minor']}"
+    if match["linux"]:
+        return WheelTag(match["version"], python, match["linux"])
+    if match["mac"]:
+        return WheelTag(match["version"], python, match["mac"], "osx", match["macos"].replace("_", "."))
+    return WheelTag(match["version"], python, match["win"], "win")
 
 
 def lay_out_wheel_as_build_tree(wheel: Path, src_dir: Path) -> UpstreamTrees:
@@ -160,7 +207,7 @@ def lay_out_wheel_as_build_tree(wheel: Path, src_dir: Path) -> UpstreamTrees:
             mode = member.external_attr >> 16 & 0o777
             if mode and not member.is_dir():
                 targets[member.filename].chmod(mode)
-    return _finish_build_tree(built, src_dir)
+    return _finish_build_tree(built, src_dir, tag.shlib_ext)
 
 
 def lay_out_installed_torch(site_packages: Path, tag: WheelTag, src_dir: Path) -> UpstreamTrees:
@@ -182,7 +229,7 @@ def lay_out_installed_torch(site_packages: Path, tag: WheelTag, src_dir: Path) -
     ):
         if (site_packages / name).is_dir():
             shutil.copytree(site_packages / name, built / name, symlinks=True, ignore=ignore)
-    return _finish_build_tree(built, src_dir)
+    return _finish_build_tree(built, src_dir, tag.shlib_ext)
 
 
 def _empty_setuptools_dir(src_dir: Path, tag: WheelTag) -> Path:
@@ -192,7 +239,7 @@ def _empty_setuptools_dir(src_dir: Path, tag: WheelTag) -> Path:
     return built
 
 
-def _finish_build_tree(built: Path, src_dir: Path) -> UpstreamTrees:
+def _finish_build_tree(built: Path, src_dir: Path, shlib_ext: str) -> UpstreamTrees:
     """Move the dist-info aside and give the setuptools tree its CMake install tree, as the build has."""
     metadata = src_dir / "build" / "metadata"
     metadata.mkdir(parents=True)
@@ -204,7 +251,7 @@ def _finish_build_tree(built: Path, src_dir: Path) -> UpstreamTrees:
     for name in _staging.INSTALL_TREE_DIRS:
         if (built / "torch" / name).is_dir():
             shutil.copytree(built / "torch" / name, install / name, copy_function=os.link, symlinks=True)
-    return _staging.UpstreamTrees(install=install, setuptools=built, metadata=metadata)
+    return _staging.UpstreamTrees(install=install, setuptools=built, metadata=metadata, shlib_ext=shlib_ext)
 
 
 def packages_with_files(trees: UpstreamTrees) -> list[str]:
@@ -272,10 +319,50 @@ def format_table(rows: list[PackageSize], dropped: tuple[int, int]) -> str:
     return "\n".join(lines)
 
 
-def run(wheel: Path, work: Path) -> str:
+def wheel_cuda_version(wheel: Path) -> str:
+    """The CUDA version the wheel was built for (its ``torch/version.py``), ``"None"`` for a CPU wheel."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            text = archive.read("torch/version.py").decode()
+    except (KeyError, zipfile.BadZipFile, OSError):
+        return "None"
+    match = WHEEL_CUDA.search(text)
+    return match["version"] if match else "None"
+
+
+def find_config(wheel: Path, tag: WheelTag) -> Path:
+    """The ``.ci_support`` configuration of the wheel's target: its subdir, CUDA version, generic BLAS."""
+    cuda = wheel_cuda_version(wheel)
+    matching = []
+    for config in sorted(CI_SUPPORT.glob("*.yaml")):
+        variant = load_variant_config(config)
+        if (
+            tag.subdir in variant.get("target_platform", [])
+            and cuda in [str(v) for v in variant.get("cuda_compiler_version", ["None"])]
+            and "mkl" not in variant.get("blas_impl", [])
+        ):
+            matching.append(config)
+    if len(matching) != 1:
+        found = ", ".join(c.name for c in matching) or "none"
+        raise ToolError(
+            f"{len(matching)} .ci_support configurations for {tag.subdir} with CUDA {cuda} and generic BLAS "
+            f"({found}): pass the one to check the linkage against with --config"
+        )
+    return matching[0]
+
+
+def run(
+    wheel: Path, work: Path, config: Path | None = None, reader: linkage.BinaryReader = linkage.read_binary
+) -> str:
+    """Lay out, stage, merge and check ``wheel``; the report (tables and linkage summary) as text.
+
+    ``config``: the ``.ci_support`` file whose rendered recipe gives each package's run requirements
+    (default: :func:`find_config`); ``reader``: how a staged file's needs are read (lief)."""
     if work.exists() and any(work.iterdir()):
         raise ToolError(f"work directory {work} is not empty: pass a new or empty --work directory")
+    started = time.monotonic()
     tag = parse_wheel_name(wheel)
+    config = config or find_config(wheel, tag)
     with staging_errors_as_tool_errors(work):
         print(f"laying out {wheel.name} as a build tree under {work / 'src'} ...", flush=True)
         trees = lay_out_wheel_as_build_tree(wheel, work / "src")
@@ -284,7 +371,34 @@ def run(wheel: Path, work: Path) -> str:
         prefixes = stage_into_prefixes(trees, tag, work)
         print(f"merging the packages into {work / 'env'} as conda install would ...", flush=True)
         merge_prefixes(prefixes, work / "env")
-    return format_table(package_sizes(prefixes), not_shipped(trees))
+        print(f"checking the linkage of every binary against the recipe for {config.name} ...", flush=True)
+        specs = linkage.recipe_packages(RECIPE_DIR, config, prefixes, tag.python, tag.platform)
+        report = linkage.LinkageCheck(specs, tag.platform, wheel=True, reader=reader).run()
+        report.raise_for_errors()
+    return "\n\n".join(
+        [
+            format_table(package_sizes(prefixes), not_shipped(trees)),
+            format_decisions(trees),
+            linkage.format_report(report),
+            f"{wheel.name}: done in {time.monotonic() - started:.0f} s",
+        ]
+    )
+
+
+def format_decisions(trees: UpstreamTrees) -> str:
+    """The bundled third-party files of this wheel, grouped by the staging table's decision about them."""
+    grouped: dict[str, list[str]] = {}
+    decisions = {}
+    for placement in _staging.files_by_package(trees)[_package_files.NOT_SHIPPED]:
+        bundled = placement.rule.bundled
+        if bundled is not None and placement.tree == "install":
+            grouped.setdefault(bundled.library, []).append(placement.path)
+            decisions[bundled.library] = bundled
+    lines = ["| bundled in the wheel | files | conda build | conda-forge package |", "|---|---:|---|---|"]
+    for library, paths in grouped.items():
+        bundled = decisions[library]
+        lines.append(f"| {library} | {len(paths)} | {bundled.decision} | {bundled.conda_package or '-'} |")
+    return "\n".join(lines) if grouped else "no bundled third-party library"
 
 
 @contextlib.contextmanager
@@ -306,15 +420,20 @@ def staging_errors_as_tool_errors(work: Path) -> Iterator[None]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "wheel-layout",
-        help="stage a real PyTorch wheel with the recipe's staging table and report the packages",
+        help="stage a real PyTorch wheel with the recipe's staging table, check its linkage, report",
         description=(
             "Lay a PyTorch wheel out as the megabuild's build tree, stage its packages (libtorch, pytorch "
             "and, from a CUDA wheel, libtorch-cuda-linalg) with recipe/megabuild into separate prefixes, "
-            "merge them into WORK/env as conda install would, and print each package's file count and size."
+            "merge them into WORK/env as conda install would, check that every library each binary loads "
+            "is in its package, a package it depends on, a run requirement of the recipe or the system "
+            "(lief), and print each package's file count and size and each bundled library's decision."
         ),
     )
     parser.add_argument(
-        "wheel", type=Path, help="a Linux CPython PyTorch wheel, e.g. torch-2.13.0+cpu-...whl"
+        "wheel",
+        type=Path,
+        help="a CPython PyTorch wheel of linux, macOS or Windows, e.g. torch-2.13.0-cp312-cp312-"
+        "macosx_14_0_arm64.whl",
     )
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--work", type=Path, help="new or empty directory for the trees")
@@ -325,8 +444,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="instead: write the wheel's file list (mode, size, path) to OUT (.gz: gzipped), a small "
         "test fixture of a wheel too big for CI",
     )
+    action.add_argument(
+        "--needs-list",
+        type=Path,
+        metavar="OUT",
+        help="instead: write each binary's needed libraries and search paths (lief, read from the zip) to "
+        "OUT (.gz: gzipped), the linkage check's test fixture",
+    )
     parser.add_argument(
-        "--provenance", default="", help="with --file-list: where the wheel came from (a comment line)"
+        "--config",
+        type=Path,
+        help="with --work: the .ci_support file whose recipe outputs the linkage is checked against "
+        "(default: the one of the wheel's platform and CUDA version with generic BLAS)",
+    )
+    parser.add_argument(
+        "--provenance",
+        default="",
+        help="with --file-list/--needs-list: where the wheel came from (a comment line)",
     )
     parser.set_defaults(func=_main)
 
@@ -335,5 +469,12 @@ def _main(args: argparse.Namespace) -> None:
     if args.file_list is not None:
         count = write_file_list(args.wheel, args.file_list, args.provenance)
         print(f"wrote the {count} files of {args.wheel.name} to {args.file_list}")
+    elif args.needs_list is not None:
+        if not args.wheel.is_file():
+            raise ToolError(f"wheel not found: {args.wheel} (pip download torch==2.13.0 --no-deps gives it)")
+        digest = hashlib.sha256(args.wheel.read_bytes()).hexdigest()
+        header = f"The binaries of {args.wheel.name}, sha256 {digest}. {args.provenance}".strip()
+        count = linkage.write_needs_list(linkage.wheel_needs(args.wheel), args.needs_list, header)
+        print(f"wrote the needs of the {count} binaries of {args.wheel.name} to {args.needs_list}")
     else:
-        print(run(args.wheel, args.work))
+        print(run(args.wheel, args.work, args.config))

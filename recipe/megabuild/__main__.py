@@ -16,8 +16,8 @@ from megabuild.staging import SHLIB_EXTS, UpstreamTrees, stage_package
 
 DESCRIPTION = """\
 Build driver of the pytorch feedstock's megabuild: one compile of PyTorch per configuration, split into
-packages. conda-build runs recipe/build.sh, which runs this, once for the top-level recipe and once for each
-output; the pass is chosen by $PKG_NAME:
+packages. conda-build runs recipe/build.sh (recipe/bld.bat on Windows), which runs this, once for the
+top-level recipe and once for each output; the pass is chosen by $PKG_NAME:
 
   libtorch-split        pass 1: configure and build everything (python setup.py build), MAGMA off
   libtorch              stage the C++ libraries, headers and CMake files into $PREFIX
@@ -26,9 +26,10 @@ output; the pass is chosen by $PKG_NAME:
   pytorch               retarget the CMake cache to $PYTHON, build (only torch_python compiles), stage
 
 It reads conda-build's environment (PKG_NAME, PREFIX, BUILD_PREFIX, SRC_DIR, RECIPE_DIR, PYTHON, SP_DIR,
-CPU_COUNT, target_platform and the variant keys blas_impl, cuda_compiler_version, magma_variant). For local
-debugging builds it honours DEBUG=1, REL_WITH_DEB_INFO=1 and MAX_JOBS. After every pass it writes
-build/megabuild-report.json and prints what each pass compiled. docs/megabuild.md has the details.
+CPU_COUNT, target_platform, on Windows LIBRARY_PREFIX, and the variant keys blas_impl, cuda_compiler_version,
+magma_variant). For local debugging builds it honours DEBUG=1, REL_WITH_DEB_INFO=1 and MAX_JOBS. After every
+pass it writes build/megabuild-report.json and prints what each pass compiled. docs/megabuild.md has the
+details.
 """
 
 
@@ -68,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--shlib-ext",
         choices=SHLIB_EXTS,
         default=os.environ.get("SHLIB_EXT", ".so"),
-        help="how the trees name shared libraries: .so (linux) or .dylib (osx); default $SHLIB_EXT or .so",
+        help="how the trees name shared libraries: .so (linux), .dylib (osx) or .dll (win: conda's Windows "
+        "layout, Library/bin, Library/lib, ...); default $SHLIB_EXT or .so",
     )
     show = sub.add_parser("report", help="print the per-pass table of a build directory")
     show.add_argument("build_dir", type=Path, nargs="?", default=Path("build"))

@@ -22,6 +22,11 @@ VARIABLE = "CF_TORCH_CUDA_ARCH_LIST"
 MARKER = "_CF_TORCH_CUDA_ARCH_LIST_FROM_LIBTORCH"
 ACTIVATE = "etc/conda/activate.d/libtorch_cuda_arch_list.sh"
 DEACTIVATE = "etc/conda/deactivate.d/libtorch_cuda_arch_list.sh"
+# Windows: conda's cmd.exe activation calls activate.d/*.bat (conda-forge's 2.13.0 libtorch ships
+# libtorch_activate.bat, pytorch-cpu-feedstock 74dd3d46 recipe/activate.bat); the .sh scripts stay for
+# conda's bash activation there (Git Bash, MSYS2)
+ACTIVATE_BAT = "etc/conda/activate.d/libtorch_cuda_arch_list.bat"
+DEACTIVATE_BAT = "etc/conda/deactivate.d/libtorch_cuda_arch_list.bat"
 
 _ACTIVATE_TEXT = """\
 # libtorch (CUDA build): the GPU architectures it was compiled for, for downstream CUDA extensions, e.g.
@@ -38,25 +43,46 @@ if [ "${{{marker}:-}}" = "1" ]; then
     unset {variable} {marker}
 fi
 """
+_ACTIVATE_BAT = """\
+@REM libtorch (CUDA build): the GPU architectures it was compiled for, for downstream CUDA extensions, e.g.
+@REM   set "TORCH_CUDA_ARCH_LIST=%{variable}%"
+@REM A value set before activation wins. Written by the pytorch feedstock (recipe/megabuild/activation.py).
+@if not defined {variable} (
+    set "{variable}={arch_list}"
+    set "{marker}=1"
+)
+"""
+_DEACTIVATE_BAT = """\
+@REM libtorch (CUDA build): remove {variable} if activation set it (see activate.d).
+@if "%{marker}%" == "1" (
+    set "{variable}="
+    set "{marker}="
+)
+"""
 
 
-def scripts(arch_list: str) -> dict[str, str]:
-    """The activation and deactivation scripts (POSIX sh, as conda sources them) for ``arch_list``."""
-    if not arch_list or any(char in arch_list for char in "\"'$`\\\n"):
+def scripts(arch_list: str, windows: bool = False) -> dict[str, str]:
+    """The activation and deactivation scripts (POSIX sh, as conda sources them; on Windows also the
+    cmd.exe ones, LF line ends as conda-forge's activate.bat has them) for ``arch_list``."""
+    if not arch_list or any(char in arch_list for char in "\"'$`\\\n%!^&|<>"):
         raise MegabuildError(
             f"TORCH_CUDA_ARCH_LIST {arch_list!r} cannot go into the activation script: it must be a plain "
             "list such as '7.5;8.0;12.0+PTX' (recipe/megabuild/environment.py sets it)"
         )
     values = {"variable": VARIABLE, "marker": MARKER, "arch_list": arch_list}
-    return {ACTIVATE: _ACTIVATE_TEXT.format(**values), DEACTIVATE: _DEACTIVATE_TEXT.format(**values)}
+    out = {ACTIVATE: _ACTIVATE_TEXT.format(**values), DEACTIVATE: _DEACTIVATE_TEXT.format(**values)}
+    if windows:
+        out[ACTIVATE_BAT] = _ACTIVATE_BAT.format(**values)
+        out[DEACTIVATE_BAT] = _DEACTIVATE_BAT.format(**values)
+    return out
 
 
-def write_activation_scripts(prefix: Path, arch_list: str) -> list[str]:
+def write_activation_scripts(prefix: Path, arch_list: str, windows: bool = False) -> list[str]:
     """Add the scripts to ``prefix`` (libtorch's assembled package); all or nothing, never overwriting.
     Returns their paths relative to ``prefix``."""
     written: list[Path] = []
     try:
-        for relative, text in scripts(arch_list).items():
+        for relative, text in scripts(arch_list, windows).items():
             target = prefix / relative
             if os.path.lexists(target):
                 raise MegabuildError(
@@ -64,7 +90,8 @@ def write_activation_scripts(prefix: Path, arch_list: str) -> list[str]:
                     "from the host requirements"
                 )
             target.parent.mkdir(parents=True, exist_ok=True)
-            written.append(write_text(target, text, mode=0o644))
+            # newline="": the bytes as given, also when the driver runs on Windows
+            written.append(write_text(target, text, mode=0o644, newline=""))
     except BaseException:
         for target in written:
             target.unlink()

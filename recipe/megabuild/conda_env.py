@@ -1,5 +1,10 @@
 """What conda-build tells a build script through its environment (see docs/megabuild.md for the sources).
 
+On Windows (conda-build 26.x environ.py windows_vars/python_vars, config.py _get_python) the script
+also gets ``LIBRARY_PREFIX`` (``%PREFIX%\\Library``, with ``LIBRARY_BIN``/``LIBRARY_LIB``/``LIBRARY_INC``
+below it), ``PYTHON`` is ``%PREFIX%\\python.exe``, ``SP_DIR`` ``%PREFIX%\\Lib\\site-packages`` and
+``SHLIB_EXT`` ``.dll``.
+
 conda-build runs ``build.sh`` for the top-level recipe and again for every output with ``script: build.sh``,
 each time with ``PKG_NAME`` set to the package being built, ``PREFIX`` pointing at that output's host
 prefix (a fresh environment at the same path every time), ``SRC_DIR`` at the shared work directory and
@@ -35,6 +40,13 @@ class CondaBuild:
     target_platform: str
     build_platform: str
     variant: Mapping[str, str]
+    # %LIBRARY_PREFIX% (= %PREFIX%\Library): conda's root of C/C++ files on Windows, None elsewhere
+    library_prefix: Path | None = None
+
+    @property
+    def windows(self) -> bool:
+        """A win-64 target: conda's Windows layout (Library/bin, Library/lib, Lib/site-packages)."""
+        return self.target_platform.startswith("win-")
 
     @property
     def cuda_version(self) -> str | None:
@@ -69,6 +81,14 @@ class CondaBuild:
             value = env.get(name)
             return Path(value) if value else None
 
+        target_platform = need("target_platform")
+        windows = target_platform.startswith("win-")
+        if windows and not env.get("LIBRARY_PREFIX"):
+            raise MegabuildError(
+                f"LIBRARY_PREFIX is not set for this {target_platform} build: conda-build sets it to "
+                "%PREFIX%\\Library on Windows; run recipe/bld.bat through conda-build (or the rehearsal "
+                "harness)"
+            )
         cpu_count = env.get("CPU_COUNT") or str(os.cpu_count() or 1)
         if not cpu_count.isdigit() or int(cpu_count) < 1:
             raise MegabuildError(f"CPU_COUNT={cpu_count!r} is not a positive number: fix it or unset it")
@@ -83,8 +103,10 @@ class CondaBuild:
             py_ver=env.get("PY_VER") or None,
             sp_dir=optional_path("SP_DIR"),
             cpu_count=int(cpu_count),
-            shlib_ext=env.get("SHLIB_EXT", ".so"),
-            target_platform=need("target_platform"),
-            build_platform=env.get("build_platform") or need("target_platform"),
+            # conda-build's get_shlib_ext: .dll on win, .dylib on osx, .so on linux
+            shlib_ext=env.get("SHLIB_EXT", ".dll" if windows else ".so"),
+            target_platform=target_platform,
+            build_platform=env.get("build_platform") or target_platform,
             variant={key: env[key] for key in VARIANT_KEYS if key in env},
+            library_prefix=optional_path("LIBRARY_PREFIX") if windows else None,
         )

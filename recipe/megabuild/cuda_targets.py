@@ -24,6 +24,9 @@ CUDA_TARGETS: dict[tuple[str, str | None], str] = {
     ("linux-64", None): "x86_64-linux",
     ("linux-aarch64", "sbsa"): "sbsa-linux",
     ("linux-aarch64", "tegra"): "aarch64-linux",
+    # no targets/ directory on Windows (the toolkit is in %LIBRARY_PREFIX%, megabuild/windows.py): this name
+    # only keys CUDA_ARCH_LISTS
+    ("win-64", None): "windows",
 }
 
 # TORCH_CUDA_ARCH_LIST per (CUDA major.minor, CUDA target), as conda-forge's 2.13.0 build.sh (74dd3d46)
@@ -38,8 +41,12 @@ CUDA_ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("12.9", "x86_64-linux"): _SERVER_12_9,
     ("12.9", "sbsa-linux"): _SERVER_12_9,
     ("12.9", "aarch64-linux"): ("8.7+PTX",),
+    # 12.8: conda-forge keeps win-64 there; its 2.13.0 bld.bat gives every 12.x the server list (CUDA 12.8 is
+    # the first with sm_100/sm_120)
+    ("12.8", "windows"): _SERVER_12_9,
     ("13.0", "x86_64-linux"): ("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0+PTX"),
     ("13.0", "sbsa-linux"): ("7.5", "8.0", "8.6", "8.7", "9.0", "10.0", "11.0", "12.0+PTX"),
+    ("13.0", "windows"): ("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0+PTX"),
 }
 
 _HERE = "recipe/megabuild/cuda_targets.py"

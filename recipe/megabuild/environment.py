@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from megabuild import windows
 from megabuild.conda_env import CondaBuild
 from megabuild.cuda_targets import cuda_arch_list, cuda_target
 from megabuild.errors import MegabuildError
@@ -95,15 +96,18 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         "CMAKE_ARGS",
         shlex.join(
             [
-                *_find_root_with_source(_strip_cmake_args(caller.get("CMAKE_ARGS", "")), build.src_dir),
+                *_find_root_with_source(
+                    _strip_cmake_args(caller.get("CMAKE_ARGS", ""), build.windows), build.src_dir
+                ),
                 f"-DCMAKE_BUILD_TYPE={build_type(caller)}",
-                "-DUSE_MAGMA=OFF",
+                f"-DUSE_MAGMA={pass1_magma(build)}",
                 *cuda_toolkit_cache_args(build),
             ]
         ),
         "read by setup.py's first configure only: conda-build's -DCMAKE_INSTALL_PREFIX=$PREFIX would "
         "install into the host prefix instead of <src>/torch, and its CMAKE_BUILD_TYPE would hide DEBUG/"
-        "REL_WITH_DEB_INFO; USE_MAGMA starts OFF (pass 1), the MAGMA pass switches it in CMakeCache.txt; "
+        "REL_WITH_DEB_INFO; USE_MAGMA starts OFF (pass 1), the MAGMA pass switches it in CMakeCache.txt "
+        "(CUDA builds without the lazy linalg library, Windows: ON in pass 1, MAGMA is part of torch_cuda); "
         "SRC_DIR appended to every CMAKE_FIND_ROOT_PATH, or the in-tree find_path() calls are re-rooted and "
         "oneDNN is silently dropped ('MKLDNN source files not found!'; conda-forge's pytorch-cpu-feedstock "
         "47cd316d does the same); CUDA: CUDAToolkit_BIN_DIR/_ROOT_DIR/_TARGET_DIR as cache variables name "
@@ -152,7 +156,11 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     blas = build.variant.get("blas_impl", "generic")
     if blas == "mkl":
         put("BLAS", "MKL", "blas_impl=mkl: link MKL from mkl-devel in the host prefix")
-        put("INTEL_MKL_DIR", prefix, "where FindMKL looks first: mkl-devel is in the host prefix")
+        put(
+            "INTEL_MKL_DIR",
+            str(windows.dependency_root(build)),
+            "where FindMKL looks first: mkl-devel is in the host prefix (Windows: its Library)",
+        )
     else:
         put(
             "BLAS",
@@ -177,23 +185,34 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
             "Orin only); CMake reads this variable from the environment on every configure, shadowing the "
             "cache",
         )
-        put("USE_SYSTEM_NCCL", "ON", "nccl from conda-forge; also avoids the NCCL submodule checkout")
-        put("USE_STATIC_NCCL", "OFF", "link the shared libnccl of the nccl package")
-        put("NCCL_INCLUDE_DIR", f"{prefix}/include", "FindNCCL: nccl.h of the host prefix")
-        put("NCCL_LIB_DIR", f"{prefix}/lib", "FindNCCL: libnccl of the host prefix")
+        if not build.windows:  # Windows: no NCCL at all (windows.settings)
+            put("USE_SYSTEM_NCCL", "ON", "nccl from conda-forge; also avoids the NCCL submodule checkout")
+            put("USE_STATIC_NCCL", "OFF", "link the shared libnccl of the nccl package")
+            put("NCCL_INCLUDE_DIR", f"{prefix}/include", "FindNCCL: nccl.h of the host prefix")
+            put("NCCL_LIB_DIR", f"{prefix}/lib", "FindNCCL: libnccl of the host prefix")
         put("USE_SYSTEM_NVTX", "ON", "NVTX headers from cuda-nvtx-dev, not the bundled copy")
         put("USE_CUDNN", "ON", "cuDNN from libcudnn-dev")
         put("USE_STATIC_CUDNN", "OFF", "link the shared cuDNN of the host prefix")
-        put("CUDNN_ROOT", prefix, "FindCUDNN's hint: libcudnn-dev is in the host prefix")
+        put("CUDNN_ROOT", str(windows.dependency_root(build)), "FindCUDNN's hint: libcudnn-dev of the host")
         put(
             "MAGMA_HOME",
-            prefix,
+            str(windows.dependency_root(build)),
             "FindMAGMA's hint; the same in every pass (only the MAGMA pass has libmagma-devel there, and "
             "only there is USE_MAGMA on)",
         )
     out.extend(macos_and_cross_settings(build, caller))
     out += size_and_speed_settings(build)
+    if build.windows:
+        out += [Setting(name, value, why) for name, value, why in windows.settings(build)]
     return out
+
+
+def pass1_magma(build: CondaBuild) -> str:
+    """USE_MAGMA of pass 1: OFF where the MAGMA pass rebuilds the lazy linalg library; ON in CUDA builds
+    without that library (Windows), where MAGMA can only be part of torch_cuda, as in conda-forge's."""
+    if build.cuda_version and not windows.lazy_cuda_linalg(build.target_platform):
+        return "ON"
+    return "OFF"
 
 
 # ---- macOS and cross-compiled targets (issue 10) ----------------------------------------------------------
@@ -351,6 +370,8 @@ def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
     exports the same three)."""
     if not build.cuda_version:
         return []
+    if build.windows:
+        return windows.cuda_toolkit_cache_args(build)
     target = cuda_target(build)
     return [
         f"-DCUDAToolkit_BIN_DIR={build.build_prefix}/bin",
@@ -406,16 +427,10 @@ def _find_root_with_source(words: list[str], src_dir: Path) -> list[str]:
     ]
 
 
-def _strip_cmake_args(cmake_args: str) -> list[str]:
+def _strip_cmake_args(cmake_args: str, on_windows: bool = False) -> list[str]:
     """conda-build's CMAKE_ARGS without the settings the upstream build must own."""
     owned = ("CMAKE_INSTALL_PREFIX", "CMAKE_BUILD_TYPE", "USE_MAGMA")
-    try:
-        words = shlex.split(cmake_args)
-    except ValueError as exc:  # "No closing quotation", "No escaped character"
-        raise MegabuildError(
-            f"CMAKE_ARGS cannot be split into words ({exc}): balance its quotes (the variable is not shown, "
-            "it may hold secrets)"
-        ) from None
+    words = windows.split_cmake_args(cmake_args, on_windows)
     return [
         w
         for w in words

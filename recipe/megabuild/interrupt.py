@@ -12,6 +12,10 @@
 
 SIGKILL cannot be caught: then the build's process group (its id is in the log) keeps running, and what the
 driver wrote is made safe by atomic renames and the staging journal (staging.py), not by cleanup.
+
+Windows (win-64 builds) has no SIGHUP, no signal masks, no sigpending and no process groups to signal
+(Python docs: each "Availability: Unix"); there the handled signals are those that exist, deferral is
+done by the handler itself, and a build is stopped with its whole process tree by ``taskkill /T``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from pathlib import Path
 from megabuild.errors import MegabuildError
 from megabuild.log import say
 
-HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
+# Windows: no pthread_sigmask; no_interruption() defers in the handler instead (see there)
+_MASKS = hasattr(signal, "pthread_sigmask")
 # How long a build's process group gets to stop after the forwarded signal before it is killed.
 GRACE_SECONDS = 10.0
 # Test seam, for tests/test_fault_injection.py only: at the checkpoint of this name the driver sends itself
@@ -51,11 +57,12 @@ class Interrupted(MegabuildError):
 
 
 _received: list[int] = []
+_deferring: list[bool] = []  # Windows: inside no_interruption()
 
 
 def _handler(signum: int, frame: object) -> None:
     _received.append(signum)
-    if len(_received) == 1:  # later signals must not cut the cleanup the first one started
+    if len(_received) == 1 and not _deferring:  # later signals must not cut the cleanup the first started
         raise Interrupted(signum)
 
 
@@ -66,12 +73,23 @@ def install() -> None:
 
 def pending() -> bool:
     """A handled signal is waiting (blocked by :func:`no_interruption`) or was already received."""
+    if not _MASKS:
+        return bool(_received)
     return bool(_received) or bool(signal.sigpending() & set(HANDLED))
 
 
 @contextmanager
 def no_interruption() -> Iterator[None]:
     """Defer the handled signals until the block ends (then the handler raises, as usual)."""
+    if not _MASKS:
+        _deferring.append(True)
+        try:
+            yield
+        finally:
+            _deferring.pop()
+        if _received and not _deferring:
+            raise Interrupted(_received[0])
+        return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
     try:
         yield
@@ -103,6 +121,10 @@ def run_child(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
 
 def stop_group(process: subprocess.Popen, signum: int) -> None:
     """Send ``signum`` to the process group, wait ``GRACE_SECONDS``, then SIGKILL what is left."""
+    if not hasattr(os, "killpg"):  # Windows: the child and everything it started (cl.exe, nvcc, ...)
+        subprocess.run(["taskkill", "/T", "/F", "/PID", str(process.pid)], check=False, capture_output=True)
+        process.wait()
+        return
     with no_interruption():
         try:
             os.killpg(process.pid, signum)

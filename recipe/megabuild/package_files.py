@@ -23,6 +23,13 @@ Every file of every tree must match exactly one rule: a file no rule claims, or 
 the build with its path (a new upstream file is a packaging decision, never an accident). Rules with package
 :data:`NOT_SHIPPED` are deliberate omissions, each with its reason.
 
+Third-party libraries that official wheels bundle (an OpenMP runtime, NVPL BLAS/LAPACK, the Arm Compute
+Library, KleidiAI's and mimalloc's headers, ...) are never shipped: their rule carries a :class:`Bundled`
+decision saying what the conda build has instead, a conda-forge run requirement, the code compiled in
+statically, or nothing at all, with the evidence. ``python -m feedstock_tools wheel-layout`` prints these
+decisions for a real wheel, and its linkage check accepts a wheel binary's need of a bundled library only
+through such a decision.
+
 Layout (as conda-forge's pytorch packages have it): ``libtorch`` owns the C++ libraries, the headers of
 PyTorch itself and ``share/cmake``, so ``find_package(Torch)`` works from ``$PREFIX/share/cmake/Torch``.
 ``pytorch`` owns ``$PREFIX/lib/libtorch_python{shlib}`` and the Python packages; its
@@ -33,7 +40,8 @@ very same libraries and headers, and ``torch/_C``'s ``$ORIGIN/lib`` RUNPATH reac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Literal
 
 LIBTORCH = "libtorch"
@@ -44,9 +52,25 @@ NOT_SHIPPED = "(not shipped)"
 PACKAGES = (LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH)
 
 Tree = Literal["install", "setuptools", "metadata"]
+# What the conda build has in place of a library an official wheel bundles:
+# run requirement: a conda-forge package provides it and is a run requirement of the package that loads it;
+# static: the build compiles the bundled source into PyTorch's own libraries, nothing separate is shipped;
+# absent: the conda build does not use it at all.
+Decision = Literal["run requirement", "static", "absent"]
 # copy: the file goes into the package at its path; link: the package holds a symlink to $PREFIX/<link_to>
 # in place of the directory the file is in; drop: the file is not packaged (package NOT_SHIPPED).
 Action = Literal["copy", "link", "drop"]
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """The decision for a third-party library an official wheel bundles, with its evidence."""
+
+    library: str  # what it is
+    decision: Decision
+    # decision "run requirement": the conda-forge package providing it; "static"/"absent": ""
+    conda_package: str
+    evidence: str
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,12 @@ class Rule:
     # action "link": the directory (relative to the tree) replaced by a symlink, and its $PREFIX target
     link_dir: str = ""
     link_to: str = ""
+    # a third-party library or header set that official wheels bundle: what the conda build has instead
+    bundled: Bundled | None = None
+    # where a copied file goes, relative to $PREFIX; "" keeps its path in the tree (install tree: under
+    # $PREFIX, the others: under $SP_DIR). A template: {path} its path in the tree, {name} its file name,
+    # {sp_dir} $SP_DIR relative to $PREFIX (the Windows table below needs all three)
+    destination: str = ""
 
 
 _TEST_ARTIFACTS = "BUILD_TEST artifacts: the recipe builds with BUILD_TEST=0; official wheels carry them"
@@ -71,6 +101,71 @@ _THIRD_PARTY_HEADERS = (
 )
 _LIBTORCH_LIBS = "PyTorch's C++ libraries; linked by the pytorch package and by C++ consumers"
 _NVRTC_SHIM = "CUDA builds: NVRTC shim, dlopened by libtorch_cuda"
+_WHEEL_BUNDLE = "bundled into the official wheel after the build; never a vendored copy in a conda package"
+_NOT_IN_PREFIX_INCLUDE = (
+    "pytorch-cpu-feedstock 74dd3d46 build.sh moves only include/{ATen,caffe2,tensorpipe,torch,c10} into "
+    "$PREFIX/include"
+)
+
+# ---- bundled third-party libraries: the decisions (wheel evidence: `wheel-layout --needs-list` of the
+# 2.13.0 wheels, tests/data/torch-2.13.0-*-wheel-needs.txt.gz) -----------------------------------------------
+GNU_OPENMP = Bundled(
+    "GNU OpenMP runtime libgomp.so.1 (x86_64 and aarch64 wheels; libtorch_cpu loads it)",
+    "run requirement",
+    "_openmp_mutex",
+    "conda-forge's gcc links -fopenmp code against libgomp; $PREFIX/lib/libgomp.so.1 is the link that "
+    "_openmp_mutex installs (ctng-compilers-feedstock b9e501a recipe/install-openmp_impl.sh), a run "
+    "dependency of libgcc (its meta.yaml); libtorch lists it as a run requirement on linux",
+)
+LLVM_OPENMP = Bundled(
+    "LLVM OpenMP runtime libomp.dylib and its omp.h (macOS wheel, install name "
+    "/opt/llvm-openmp/lib/libomp.dylib; libtorch_cpu loads @rpath/libomp.dylib)",
+    "run requirement",
+    "llvm-openmp",
+    "the recipe's osx host has llvm-openmp, whose strong run_exports make it a run requirement "
+    "(openmp-feedstock 7776098 recipe/meta.yaml); conda-forge's 2.13.0 pytorch runs with llvm-openmp "
+    "(pytorch-cpu-feedstock 74dd3d46); omp.h is that package's header",
+)
+NVPL = Bundled(
+    "NVIDIA Performance Libraries BLAS and LAPACK, OpenMP-threaded LP64 builds (aarch64 wheel's BLAS; "
+    "libtorch_cpu loads libnvpl_{blas,lapack}_lp64_gomp.so.0)",
+    "run requirement",
+    "libcblas",
+    "the conda build links the BLAS interface packages libblas/libcblas/liblapack (blas_impl generic, "
+    "patch 0005), whose run_exports make them run requirements; the implementation is chosen at install "
+    "time, NVPL among them (blas-feedstock 5505ad3 recipe/meta.yaml: blas_impl nvpl)",
+)
+GFORTRAN = Bundled(
+    "GNU Fortran runtime libgfortran.so.5 (aarch64 wheel)",
+    "absent",
+    "",
+    "no library of the 2.13.0 aarch64 wheel loads it (its needs list); where a BLAS implementation needs "
+    "it, conda-forge's libgfortran5 comes as that implementation's dependency",
+)
+ARM_COMPUTE = Bundled(
+    "Arm Compute Library libarm_compute{,_graph}.so (aarch64 wheel; oneDNN's ACL backend, libtorch_cpu "
+    "loads both)",
+    "absent",
+    "",
+    "USE_MKLDNN_ACL defaults to OFF (cmake_dependent_option in CMakeLists.txt, 2.6.0 text) and neither "
+    "this recipe (megabuild/environment.py) nor pytorch-cpu-feedstock 74dd3d46 build.sh turns it on",
+)
+KLEIDIAI = Bundled(
+    "KleidiAI micro-kernel headers include/kai/** (aarch64 and macOS wheels)",
+    "static",
+    "",
+    "2.13.0 builds its bundled KleidiAI with BUILD_SHARED_LIBS OFF into Caffe2_DEPENDENCY_LIBS "
+    "(cmake/Dependencies.cmake context of pytorch-cpu-feedstock 74dd3d46 patch 0012), as conda-forge does "
+    "(it sets no USE_SYSTEM_KLEIDIAI); the headers serve only ATen/native/kleidiai; "
+    + _NOT_IN_PREFIX_INCLUDE,
+)
+MIMALLOC = Bundled(
+    "mimalloc headers include/mimalloc-2.3/** (aarch64 wheel; mi_malloc is inside its libc10.so)",
+    "static",
+    "",
+    "USE_MIMALLOC builds mimalloc-static (MI_BUILD_SHARED OFF) into libc10 (CMakeLists.txt and "
+    "c10/CMakeLists.txt, 2.6.0 text); no PyTorch header includes mimalloc's; " + _NOT_IN_PREFIX_INCLUDE,
+)
 
 
 # fmt: off
@@ -96,8 +191,12 @@ RULES: tuple[Rule, ...] = (
     Rule("install", "lib/libshm_windows/**", NOT_SHIPPED, "libshm's Windows sources", action="drop"),
     Rule("install", "lib/*.a", NOT_SHIPPED,
          "static archives of bundled dependencies; setup.py's package_data leaves them out", action="drop"),
-    Rule("install", "lib/libgomp.so.1", NOT_SHIPPED,
-         "wheel-only: bundled by auditwheel; conda-forge's OpenMP comes from its own package", action="drop"),
+    Rule("install", "lib/libgomp.so.1", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop", bundled=GNU_OPENMP),
+    Rule("install", "lib/libomp{shlib}", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop", bundled=LLVM_OPENMP),
+    Rule("install", "lib/libnvpl_*{shlib}", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop", bundled=NVPL),
+    Rule("install", "lib/libgfortran{shlib}", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop", bundled=GFORTRAN),
+    Rule("install", "lib/libarm_compute*{shlib}", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop",
+         bundled=ARM_COMPUTE),
     Rule("install", "lib/libtorchbind_test{shlib}", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
     Rule("install", "lib/libjitbackend_test{shlib}", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
     Rule("install", "lib/libbackend_with_compiler{shlib}", NOT_SHIPPED, _TEST_ARTIFACTS, action="drop"),
@@ -118,6 +217,12 @@ RULES: tuple[Rule, ...] = (
     Rule("install", "include/torch/**", LIBTORCH, "PyTorch's C++ API headers (torch/extension.h, csrc/api)"),
     Rule("install", "include/tensorpipe/**", LIBTORCH, "included by torch/csrc/distributed/rpc headers"),
     Rule("install", "include/libshm.h", LIBTORCH, "the header of libshm.so"),
+    Rule("install", "include/omp.h", NOT_SHIPPED, "OpenMP header of the bundled runtime", action="drop",
+         bundled=LLVM_OPENMP),
+    Rule("install", "include/kai/**", NOT_SHIPPED, "headers of the bundled KleidiAI", action="drop",
+         bundled=KLEIDIAI),
+    Rule("install", "include/mimalloc-*/**", NOT_SHIPPED, "headers of the bundled mimalloc", action="drop",
+         bundled=MIMALLOC),
     # ---- install tree: CUDA builds only ------------------------------------------------------------------
     # (the other CUDA-only files of the 2.13.0 CUDA wheel, tests/data/torch-2.13.0-cuda130-wheel-files.txt.gz,
     # are libraries named above and headers below include/{ATen,c10,tensorpipe}/, claimed by the rules there)
@@ -155,3 +260,98 @@ RULES: tuple[Rule, ...] = (
     Rule("metadata", "torch-*.dist-info/**", PYTORCH, "so pip and importlib.metadata see torch"),
 )
 # fmt: on
+
+
+# ---- win-64 --------------------------------------------------------------------------------------------
+# conda's Windows layout (conda-build environ.py windows_vars): C/C++ files under %LIBRARY_PREFIX% =
+# Library/, DLLs in Library/bin (on PATH when an environment is active, and added with os.add_dll_directory
+# by torch/__init__.py's _load_dll_libraries: os.path.join(sys.exec_prefix, "Library", "bin"), the 2.13.0
+# win_amd64 wheel's torch/__init__.py lines 175 and 241-242), import libraries in Library/lib, headers in
+# Library/include, CMake packages in Library/share/cmake (TorchConfig.cmake computes TORCH_INSTALL_PREFIX
+# three directories up: Library/). conda packages on Windows cannot rely on symlinks, so site-packages/torch
+# keeps no lib/include/share/bin copies: everything comes from Library/ (conda-forge/pytorch-cpu-feedstock
+# 74dd3d46 recipe/bld.bat places the files the same way; this table is derived from the one above, so a
+# library named there is named here).
+#
+# Where the DLLs are in the install tree: 2.13.0 installs every library with DESTINATION lib (the wheel's
+# torch/lib/c10.dll); with conda-forge's patch 0008 ("remove DESTINATION lib from install(TARGETS)",
+# applied on win) CMake's defaults put DLLs (RUNTIME) in bin/ and import libraries (ARCHIVE) in lib/, and the
+# exported Caffe2Targets-release.cmake names bin/c10.dll, which is where Library/bin needs it: without that
+# patch, find_package(Torch) fails its check that the imported lib/c10.dll exists. Both places are claimed.
+
+LIBRARY = "Library"  # %LIBRARY_PREFIX% relative to %PREFIX%
+_LINUX_LIBRARY = re.compile(r"lib/lib(?P<stem>\w+)\{shlib\}")
+_WINDOWS_SOURCE_COPIES = (
+    "copy of the install tree, which libtorch and pytorch place in Library/ and Lib/site-packages/torch/lib; "
+    "conda packages on Windows cannot rely on symlinks, and torch/__init__.py finds the DLLs in "
+    "sys.exec_prefix/Library/bin"
+)
+_WINDOWS_STATIC = (
+    "static library of bundled code (the Windows counterpart of lib/*.a; the 2.13.0 win_amd64 wheel ships "
+    "these four): linked into PyTorch's DLLs, nothing links it later"
+)
+_WINDOWS_BUNDLED_DLL = "wheel-only: a third-party DLL the wheel bundles; conda-forge has it as a package"
+
+
+def _windows_library_rules(rule: Rule, stem: str) -> tuple[Rule, ...]:
+    """The DLL (in lib/ or bin/, see above) and the import library of one library of the Linux table."""
+    if rule.action == "drop":
+        return tuple(
+            replace(rule, pattern=f"{folder}/{stem}{suffix}")
+            for folder, suffix in (("lib", ".dll"), ("bin", ".dll"), ("lib", ".lib"))
+        )
+    # torch_python.lib beside torch/_C: torch.utils.cpp_extension links extensions with
+    # /LIBPATH:<site-packages>/torch/lib torch_python.lib (the wheel's cpp_extension.py), and conda-forge's
+    # 2.13.0 test asserts %SP_DIR%\torch\lib\torch_python.lib
+    implib = "{sp_dir}/torch/lib/{name}" if stem == "torch_python" else f"{LIBRARY}/lib/{{name}}"
+    dll = f"{LIBRARY}/bin/{{name}}"
+    return (
+        *(replace(rule, pattern=f"{folder}/{stem}.dll", destination=dll) for folder in ("lib", "bin")),
+        replace(rule, pattern=f"lib/{stem}.lib", why=f"{rule.why} (import library)", destination=implib),
+    )
+
+
+# fmt: off
+_WINDOWS_ONLY_RULES = (
+    *(
+        Rule("install", f"lib/{name}.lib", NOT_SHIPPED, _WINDOWS_STATIC, action="drop")
+        for name in ("cpuinfo", "fmt", "libittnotify", "sleef")
+    ),
+    Rule("install", "include/mimalloc-2.3/**", NOT_SHIPPED, _THIRD_PARTY_HEADERS + " (mimalloc: c10's "
+         "allocator on Windows; no header of PyTorch's includes it)", action="drop"),
+    Rule("install", "bin/protoc.exe", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf "
+         "has one", action="drop"),
+    Rule("install", "lib/libiomp5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP: "
+         "intel-openmp, which mkl depends on)", action="drop"),
+    Rule("install", "lib/libiompstubs5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP's "
+         "stub library: intel-openmp)", action="drop"),
+    Rule("install", "lib/uv.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (libuv, for gloo: libuv, a host "
+         "requirement whose run_exports bring it)", action="drop"),
+)
+# fmt: on
+
+
+def _windows_rules() -> tuple[Rule, ...]:
+    out: list[Rule] = []
+    for rule in RULES:
+        library = _LINUX_LIBRARY.fullmatch(rule.pattern)
+        if rule.tree == "install" and library is not None:
+            out += _windows_library_rules(rule, library["stem"])
+        elif rule.tree == "install" and rule.pattern in ("lib/*.a", "lib/libgomp.so.1"):
+            continue  # ELF-only names; their Windows counterparts are in _WINDOWS_ONLY_RULES
+        elif rule.tree == "install":
+            out.append(rule if rule.action == "drop" else replace(rule, destination=f"{LIBRARY}/{{path}}"))
+        elif rule.action == "link":
+            out.append(Rule(rule.tree, rule.pattern, NOT_SHIPPED, _WINDOWS_SOURCE_COPIES, action="drop"))
+        else:
+            out.append(rule)
+    known = {rule.pattern for rule in out}  # a Windows file the Linux table names already is not named twice
+    return (*out, *(rule for rule in _WINDOWS_ONLY_RULES if rule.pattern not in known))
+
+
+WINDOWS_RULES: tuple[Rule, ...] = _windows_rules()
+
+
+def rules_for(shlib_ext: str) -> tuple[Rule, ...]:
+    """The table of a platform, by conda-build's SHLIB_EXT: .dll is win-64, the others share RULES."""
+    return WINDOWS_RULES if shlib_ext == ".dll" else RULES

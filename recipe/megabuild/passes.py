@@ -27,7 +27,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from megabuild import activation, environment, report
+from megabuild import activation, environment, report, windows
 from megabuild.atomic_file import write_text
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
@@ -176,11 +176,14 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
 def _pass1_cache_problems(cache: CMakeCache, build: CondaBuild) -> list[str]:
     expected = {"BUILD_PYTHON": "ON", "USE_NUMPY": "ON", "USE_CUDA": "ON" if build.cuda_version else "OFF"}
     if build.cuda_version:
-        expected |= {"BUILD_LAZY_CUDA_LINALG": "ON", "USE_MAGMA": "OFF"}
+        lazy = windows.lazy_cuda_linalg(build.target_platform)
+        expected |= {"BUILD_LAZY_CUDA_LINALG": "ON" if lazy else "OFF"}
+        expected |= {"USE_MAGMA": environment.pass1_magma(build)}
+    # an option CMake forced off (cmake_dependent_option) may have no cache entry at all
     return [
         f"{key}={cache.get(key)!r} (expected {value})"
         for key, value in expected.items()
-        if _bool(cache.get(key)) != value
+        if (_bool(cache.get(key)) or "OFF") != value
     ]
 
 
@@ -257,7 +260,7 @@ def pass_stage_libtorch(ctx: PassContext) -> report.PassRecord:
         # CF_TORCH_CUDA_ARCH_LIST for downstream builds (megabuild/activation.py): written into the assembled
         # package, so it moves into PREFIX with libtorch's files, all or nothing
         scripts = activation.write_activation_scripts(
-            ctx.pending_stage.scratch, ctx.env["TORCH_CUDA_ARCH_LIST"]
+            ctx.pending_stage.scratch, ctx.env["TORCH_CUDA_ARCH_LIST"], windows=ctx.build.windows
         )
         ctx.pending_stage.staged.files.extend(scripts)
         staged += len(scripts)
@@ -272,6 +275,12 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     if build.cuda_version is None:
         raise MegabuildError(
             "libtorch-cuda-linalg is built for CUDA only (cuda_compiler_version=None): skip it for CPU"
+        )
+    if not windows.lazy_cuda_linalg(build.target_platform):
+        raise MegabuildError(
+            f"libtorch-cuda-linalg does not exist on {build.target_platform}: 2.13.0 builds the CUDA linear "
+            "algebra into torch_cuda there (BUILD_LAZY_CUDA_LINALG needs Linux); skip the output on this "
+            "platform in recipe/meta.yaml"
         )
     variant = build.variant.get("magma_variant")
     state = load_pass1_state(build)
@@ -291,7 +300,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     before = _log_snapshot(ctx)
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
-    changes = retarget(cache, target, _retargeted_from(ctx, cache))
+    changes = _retarget(ctx, cache, target)
     changes += [c for c in [cache.set("USE_MAGMA", "ON")] if c is not None]
     _check_reconfigure_inputs(ctx, state)
     _write_cache(ctx, cache, changes, target)
@@ -340,7 +349,7 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
     _check_magma_present(cache)
-    changes = retarget(cache, target, _retargeted_from(ctx, cache))
+    changes = _retarget(ctx, cache, target)
     _check_reconfigure_inputs(ctx, state)
     _write_cache(ctx, cache, changes, target)
     work = _run_build(
@@ -443,6 +452,19 @@ def _write_cache(
         say(f"  {change.describe()}")
     cache.write()
     checkpoint("cache-written")
+
+
+def _retarget(ctx: PassContext, cache: CMakeCache, target: PythonFacts) -> list[CacheChange]:
+    """The cache edit to ``target`` (typed per entry on Windows, strict with --strict)."""
+    build = ctx.build
+    return retarget(
+        cache,
+        target,
+        _retargeted_from(ctx, cache),
+        windows=build.windows,
+        strict=ctx.options.strict,
+        python_root=build.prefix,
+    )
 
 
 def _retargeted_from(ctx: PassContext, cache: CMakeCache) -> PythonFacts | None:

@@ -29,7 +29,7 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.errors import MegabuildError
@@ -155,11 +155,13 @@ def facts_from_cache(cache: CMakeCache) -> PythonFacts:
         raise RetargetError(f"{where}: _Python_INTERPRETER_PROPERTIES {properties!r} has an unknown layout")
     soabi = fields[6]
     stdlib, stdarch, sitelib, sitearch = fields[-4:]
+    # Windows' SOABI is cp312-win_amd64 (FindPython takes it from the .pyd suffix, Support.cmake 4.1)
+    module_suffix = ".pyd" if soabi.startswith("cp") else ".so"
     return PythonFacts(
         executable=executable,
         version=(int(fields[1]), int(fields[2]), int(fields[3])),
         soabi=soabi,
-        ext_suffix=cache.get("PYTHON_MODULE_EXTENSION") or f".{soabi}.so",
+        ext_suffix=cache.get("PYTHON_MODULE_EXTENSION") or f".{soabi}{module_suffix}",
         include_dir=cache.get("_Python_INCLUDE_DIR"),
         stdlib=stdlib,
         platstdlib=stdarch,
@@ -212,11 +214,28 @@ def names_old_python(value: str, old: PythonFacts) -> bool:
     return any(token in value for token in tokens)
 
 
-def retarget(cache: CMakeCache, target: PythonFacts, old: PythonFacts | None = None) -> list[CacheChange]:
+def retarget(
+    cache: CMakeCache,
+    target: PythonFacts,
+    old: PythonFacts | None = None,
+    *,
+    windows: bool = False,
+    strict: bool = False,
+    python_root: Path | None = None,
+) -> list[CacheChange]:
     """Edit ``cache`` in memory so the next configure uses ``target``; returns every change by key.
 
     ``old``: the Python the cache names, when its FindPython entries are gone (an earlier edit was written
-    but CMake has not re-detected yet); by default read from those entries."""
+    but CMake has not re-detected yet); by default read from those entries. ``windows``: a win-64 cache,
+    retargeted entry by entry (:mod:`megabuild.windows_python`); ``strict`` makes a Python-shaped entry it
+    does not know an error there; ``python_root`` is the prefix whose ``libs`` holds its import library
+    (conda's %PREFIX%, FindPython's Python_ROOT_DIR)."""
+    if windows:
+        from megabuild.windows_python import retarget_windows
+
+        if python_root is None:
+            raise RetargetError("a Windows retarget needs the host prefix: pass python_root")
+        return retarget_windows(cache, target, python_root, old, strict=strict)
     old = old if old is not None else facts_from_cache(cache)
     where = cache.path or "CMakeCache.txt"
     needs_numpy = old.numpy_include is not None or _is_on(cache.get("USE_NUMPY"))
@@ -291,11 +310,22 @@ def check_retarget_kept(cache: CMakeCache, target: PythonFacts, before: dict[str
         problems.append(f"FindPython found Python {found.short}, expected {target.short}")
     if cache.get("Python_EXECUTABLE") != target.executable:
         problems.append(f"Python_EXECUTABLE is {cache.get('Python_EXECUTABLE')!r}")
-    if target.include_dir and found.include_dir not in (None, target.include_dir):
+    if (
+        target.include_dir
+        and found.include_dir is not None
+        and not _same_path(found.include_dir, target.include_dir)
+    ):
         problems.append(f"_Python_INCLUDE_DIR is {found.include_dir!r}, expected {target.include_dir!r}")
     problems += check_guarded_options(cache, before)
     if problems:
         raise RetargetError(f"{where} after the build: {'; '.join(problems)}: see docs/megabuild.md")
+
+
+def _same_path(found: str, expected: str) -> bool:
+    """CMake writes C:/x/include where Python reports C:\\x\\include; Windows paths ignore case."""
+    if ":" in expected[:3] or "\\" in expected:
+        return PureWindowsPath(found) == PureWindowsPath(expected)
+    return found == expected
 
 
 def check_guarded_options(cache: CMakeCache, before: dict[str, str | None]) -> list[str]:

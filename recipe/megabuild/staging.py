@@ -10,7 +10,6 @@ such a run left beside $PREFIX are removed then too.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -26,14 +25,19 @@ from megabuild.atomic_file import write_text
 from megabuild.errors import MegabuildError, os_error_line
 from megabuild.interrupt import checkpoint, no_interruption, pending
 from megabuild.log import say
-from megabuild.package_files import NOT_SHIPPED, PACKAGES, RULES, Rule, Tree
+from megabuild.package_files import NOT_SHIPPED, PACKAGES, Rule, Tree, rules_for
+
+try:  # Unix only (Python docs: fcntl "Availability: Unix"); Windows locks with msvcrt
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 # Directories of the install prefix <SRC_DIR>/torch that CMake's install step fills.
 INSTALL_TREE_DIRS = ("lib", "include", "share", "bin")
 # The placeholder of package_files.py's library patterns, and conda-build's SHLIB_EXT per platform
-# (conda_build/utils.py get_shlib_ext: ".so" on linux, ".dylib" on osx; Windows is not supported).
+# (conda_build/environ.py get_shlib_ext: ".so" on linux, ".dylib" on osx, ".dll" on win).
 SHLIB_TOKEN = "{shlib}"
-SHLIB_EXTS = (".so", ".dylib")
+SHLIB_EXTS = (".so", ".dylib", ".dll")
 
 
 class StagingError(MegabuildError):
@@ -83,9 +87,11 @@ def shlib_regex(shlib_ext: str) -> str:
         return r"\.so(?:\.[0-9]+)*"
     if shlib_ext == ".dylib":
         return r"(?:\.[0-9]+)*\.dylib"
+    if shlib_ext == ".dll":
+        return r"\.dll"  # unversioned; the Windows table (package_files.WINDOWS_RULES) names its files
     raise StagingError(
         f"SHLIB_EXT={shlib_ext!r} is not a platform the staging table knows ({', '.join(SHLIB_EXTS)}): "
-        "build on linux or osx (Windows is not supported)"
+        "build on linux, osx or win"
     )
 
 
@@ -163,10 +169,11 @@ def entries_below(top: Path) -> Iterator[Path]:
             yield here / name
 
 
-def classify(trees: UpstreamTrees, rules: Iterable[Rule] = RULES) -> list[Placement]:
-    """Place every file of the trees by exactly one rule; otherwise stop with the offending paths."""
-    rules = tuple(rules)
+def classify(trees: UpstreamTrees, rules: Iterable[Rule] | None = None) -> list[Placement]:
+    """Place every file of the trees by exactly one rule (default: the table of the trees' platform);
+    otherwise stop with the offending paths."""
     shlib_regex(trees.shlib_ext)  # an unknown platform is one clear error, not "no rule claims ..."
+    rules = tuple(rules_for(trees.shlib_ext) if rules is None else rules)
     placements: list[Placement] = []
     unclaimed: list[str] = []
     twice: list[str] = []
@@ -243,6 +250,7 @@ def prepare_stage(
             scratch = Path(tempfile.mkdtemp(prefix=f"{area.scratch_prefix}{os.getpid()}-", dir=area.dir))
         except OSError as exc:
             raise StagingError(f"cannot stage {package} next to PREFIX: {os_error_line(exc)}") from None
+        sources: dict[str, Path] = {}  # destination (relative to PREFIX) -> the file that goes there
         try:
             for placement in placements:
                 destination = _destination(placement, prefix, sp_dir)
@@ -252,6 +260,12 @@ def prepare_stage(
                     staged.links[link_path.relative_to(prefix).as_posix()] = target
                     continue
                 relative = destination.relative_to(prefix)
+                if relative.as_posix() in sources:  # Windows: c10.dll in both lib/ and bin/ of one tree
+                    raise StagingError(
+                        f"{roots[placement.tree] / placement.path} and {sources[relative.as_posix()]} both "
+                        f"go to {relative.as_posix()}: remove one of them from the build's install step"
+                    )
+                sources[relative.as_posix()] = roots[placement.tree] / placement.path
                 _copy_entry(roots[placement.tree] / placement.path, scratch / relative)
                 staged.files.append(relative.as_posix())
             for link, target in staged.links.items():
@@ -314,12 +328,30 @@ class _StagingArea:
     def locked(self) -> Iterator[None]:
         """One staging into a PREFIX at a time: flock on the PREFIX directory itself (no lock file to leave
         behind; the kernel drops it when the process ends, however it ends)."""
+        if fcntl is None:  # Windows: a directory cannot be opened for locking there
+            with self._locked_file():
+                yield
+            return
         handle = os.open(self.prefix, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
         finally:
             os.close(handle)
+
+    @contextmanager
+    def _locked_file(self) -> Iterator[None]:
+        """Windows: msvcrt.locking on a lock file beside PREFIX (never inside it: it is not packaged); the
+        system drops the lock when the process ends."""
+        import msvcrt  # Windows only
+
+        with (self.dir / f".megabuild-stage-{self.prefix.name}.lock").open("a+b") as handle:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)  # type: ignore[attr-defined]
+            try:
+                yield
+            finally:
+                handle.seek(0)
+                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
 
     def recover(self) -> None:
         """Take back what a killed run left: a journal's moved files, assembly directories."""
@@ -346,6 +378,10 @@ class _StagingArea:
 
 
 def _alive(pid: int) -> bool:
+    if os.name == "nt":
+        # os.kill(pid, 0) would terminate the process on Windows (Python docs, os.kill: any other signal
+        # value ends it by TerminateProcess): leave assembly directories of other runs alone there
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -381,7 +417,14 @@ def _destination_of(tree: Tree, path: str, prefix: Path, sp_dir: Path | None) ->
 
 
 def _destination(placement: Placement, prefix: Path, sp_dir: Path | None) -> Path:
-    return _destination_of(placement.tree, placement.path, prefix, sp_dir)
+    template = placement.rule.destination
+    if not template:
+        return _destination_of(placement.tree, placement.path, prefix, sp_dir)
+    fields = {"path": placement.path, "name": placement.path.rsplit("/", 1)[-1]}
+    if "{sp_dir}" in template:
+        site = _destination_of("setuptools", "", prefix, sp_dir)
+        fields["sp_dir"] = site.relative_to(prefix).as_posix()
+    return prefix / template.format(**fields)
 
 
 def _copy_entry(source: Path, target: Path) -> None:

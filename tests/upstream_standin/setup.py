@@ -158,6 +158,9 @@ def main() -> None:
                 # macOS: conda-forge's 2.13.0 build.sh moves build/lib.*/torch/lib/* into $PREFIX/lib and
                 # its osx tests find lib*.dylib there (pytorch-cpu-feedstock 74dd3d46)
                 "lib/*.dylib*",
+                # Windows: upstream's setup.py ships lib/*.dll and lib/*.lib (the 2.13.0 win_amd64 wheel)
+                "lib/*.dll",
+                "lib/*.lib",
                 "bin/*",
                 "include/**/*.h",
                 "share/cmake/**/*.cmake",

@@ -121,12 +121,20 @@ def run(args: argparse.Namespace) -> int:
     with timed(phases, "import checks"):
         checks = report.import_checks(rehearsal)
         rehearsal.remover.wait()
-    summary = print_summary(rehearsal, checks, phases)
+    with timed(phases, "linkage checks"):
+        linkage_checks = report.linkage_checks(rehearsal)
+    summary = print_summary(rehearsal, checks, phases, linkage_checks)
     (rehearsal.dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     failed = [check.label for check in checks if not check.ok]
     if failed:
         raise ToolError(
             f"import torch failed in {', '.join(failed)}: see the lines above and {rehearsal.dir}"
+        )
+    unresolved = [check for check in linkage_checks if not check.ok]
+    if unresolved:
+        raise ToolError(
+            f"linkage of {unresolved[0].label}: {unresolved[0].errors[0]} "
+            f"({sum(len(c.errors) for c in unresolved)} unresolved need(s) in all: see the lines above)"
         )
     return 0
 
@@ -141,7 +149,10 @@ def timed(phases: dict[str, float], name: str) -> Iterator[None]:
 
 
 def print_summary(
-    rehearsal: harness.Rehearsal, checks: list[report.ImportCheck], phases: dict[str, float]
+    rehearsal: harness.Rehearsal,
+    checks: list[report.ImportCheck],
+    phases: dict[str, float],
+    linkage_checks: list[report.LinkageCheck],
 ) -> dict:
     print("\nSteps (measured by the rehearsal from build/.ninja_log):")
     print(report.steps_table(rehearsal.results))
@@ -158,6 +169,11 @@ def print_summary(
         print(f"   {'ok  ' if check.ok else 'FAIL'} {check.label}: {check.detail}")
     for step in rehearsal.skipped:
         print(f"   skipped pytorch for Python {step.python}: not on this machine")
+    print("\nLinkage of every package (feedstock_tools/proofs/linkage.py):")
+    for linked in linkage_checks:
+        print(f"   {'ok  ' if linked.ok else 'FAIL'} {linked.label}: {linked.binaries} binaries")
+        for line in [*linked.errors, *(f"warning: {w}" for w in linked.warnings)]:
+            print(f"        {line}")
     cpu = sum(result.cpu_seconds for result in rehearsal.results)
     print(f"\nCPU time of the build scripts: {cpu:.1f} s (user + system, not inflated by other load)")
     wall = sum(phases.values())
@@ -182,5 +198,6 @@ def print_summary(
         "skipped": [step.label for step in rehearsal.skipped],
         "ratio": {**asdict(ratio), "value": ratio.ratio},
         "import_checks": [asdict(check) for check in checks],
+        "linkage_checks": [asdict(check) for check in linkage_checks],
         "driver_report": driver,
     }

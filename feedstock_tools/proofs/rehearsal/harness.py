@@ -241,6 +241,8 @@ class Rehearsal:
         prefixes.link_tree(prefixes.build_prefix_template(self.cache_dir), self.build_prefix)
         if self.target.macos:
             targets.write_darwin_toolchain(self.build_prefix, self.target, DARWIN_ONLY_FLAGS)
+        if self.target.windows:
+            targets.write_windows_naming(self.build_prefix)
         available: list[Step] = []
         for step in self.steps:
             if prefixes.find_interpreter(step.python) is None:
@@ -325,7 +327,25 @@ class Rehearsal:
             )
         else:
             env.update(compiler_activation(**common))
+        if self.target.windows:
+            env.update(self.windows_variables(env.get("CMAKE_ARGS", "")))
         return env
+
+    def windows_variables(self, cmake_args: str) -> dict[str, str]:
+        """What conda-build adds on Windows (environ.py windows_vars, python_vars; windows.py writes
+        CMAKE_GENERATOR), and the naming override of the simulated target (target.py)."""
+        library = self.prefix / "Library"
+        override = self.build_prefix / "share" / "rehearsal" / "windows-naming.cmake"
+        return {
+            "LIBRARY_PREFIX": str(library),
+            "LIBRARY_BIN": str(library / "bin"),
+            "LIBRARY_INC": str(library / "include"),
+            "LIBRARY_LIB": str(library / "lib"),
+            "SCRIPTS": str(self.prefix / "Scripts"),
+            "PYTHON": str(self.prefix / "python.exe"),
+            "CMAKE_GENERATOR": "Visual Studio 17 2022",
+            "CMAKE_ARGS": f"{cmake_args} -DCMAKE_USER_MAKE_RULES_OVERRIDE={override}".strip(),
+        }
 
     def provision_host(self, step: Step) -> None:
         """Recreate PREFIX with what the step's host requirements would install."""
@@ -354,6 +374,8 @@ class Rehearsal:
         if self.target.subdir == targets.NATIVE:
             return
         targets.make_target_interpreter(self.prefix, step.python, self.target)
+        if self.target.windows:
+            targets.make_windows_python_layout(self.prefix, step.python)
         if not self.target.cross:
             return
         targets.replace_interpreter(self.prefix, step.python, self.target.foreign_header)
@@ -381,7 +403,16 @@ class Rehearsal:
 
     def install_magma(self, destination: Path) -> None:
         magma = prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
-        prefixes.install_files(magma, sorted(prefixes.prefix_files(magma)), destination)
+        files = sorted(prefixes.prefix_files(magma))
+        if not self.target.windows:
+            prefixes.install_files(magma, files, destination)
+            return
+        # conda's Windows libmagma: below %LIBRARY_PREFIX%, the library where the linker finds it (lib/, the
+        # import library's place) and where the loader does (bin/, the DLL's)
+        library = destination / "Library"
+        prefixes.install_files(magma, files, library)
+        prefixes.install_files(magma / "lib", [f.removeprefix("lib/") for f in files if f.startswith("lib/")],
+                               library / "bin")  # fmt: skip
 
     def run_step(self, step: Step) -> StepResult:
         index = len(self.results)
@@ -450,11 +481,16 @@ class Rehearsal:
 
     def _run_build_script(self, step: Step, log: Path) -> int:
         command = ["bash", "-o", "errexit", str(self.recipe_dir / "build.sh")]
+        env = self.environment(step)
+        if self.target.windows:
+            # what recipe/bld.bat runs: %BUILD_PREFIX%\python.exe -m megabuild, RECIPE_DIR on PYTHONPATH
+            command = [str(self.build_prefix / "bin" / "python"), "-m", "megabuild"]
+            env["PYTHONPATH"] = str(self.recipe_dir)
         with log.open("w") as out:
             process = subprocess.Popen(
                 command,
                 cwd=self.src_dir,
-                env=self.environment(step),
+                env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -506,7 +542,8 @@ class Rehearsal:
                 for line in tail:
                     self.progress("      | " + line)
                 raise ToolError(
-                    f"{step.label}: recipe/build.sh failed with exit {result.returncode} "
+                    f"{step.label}: recipe/{'bld.bat' if self.target.windows else 'build.sh'} failed with "
+                    f"exit {result.returncode} "
                     f"({result.last_line()!r}); full log: {result.log}"
                 )
         return self.results

@@ -35,6 +35,10 @@ class Step:
     host: Sequence[str] = field(default_factory=tuple)  # requirement specs, "name [version [build]]"
     run: Sequence[str] = field(default_factory=tuple)
     build: Sequence[str] = field(default_factory=tuple)  # build requirements (cross-python_<target>, ...)
+    # the rendered build section's linkage settings (the linkage check reads them)
+    ignore_run_exports_from: Sequence[str] = field(default_factory=tuple)
+    ignore_run_exports: Sequence[str] = field(default_factory=tuple)
+    missing_dso_whitelist: Sequence[str] = field(default_factory=tuple)
 
     @property
     def label(self) -> str:
@@ -105,6 +109,10 @@ def python_min(config: Mapping[str, Sequence[str]]) -> str:
     raise ToolError("the configuration has neither python_min nor python; re-render .ci_support/")
 
 
+def _names(specs: Sequence[str] | None) -> tuple[str, ...]:
+    return tuple(spec.split()[0] for spec in specs or () if spec.strip())
+
+
 def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
     """All steps for one configuration, top-level first, then the outputs in conda-build's build order."""
     from feedstock_tools.conda.recipe_render import render_recipe
@@ -149,6 +157,9 @@ def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
                 host=tuple(output.requirements.host),
                 run=tuple(output.requirements.run),
                 build=tuple(output.requirements.build),
+                ignore_run_exports_from=_names(output.build.get("ignore_run_exports_from")),
+                ignore_run_exports=_names(output.build.get("ignore_run_exports")),
+                missing_dso_whitelist=tuple(output.build.get("missing_dso_whitelist") or ()),
             )
         )
     return steps

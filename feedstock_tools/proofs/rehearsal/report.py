@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.common.recipe_imports import import_megabuild
+from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
@@ -239,3 +240,54 @@ def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
         lines = (run.stdout if run.returncode == 0 else run.stderr).strip().splitlines()
         checks.append(ImportCheck(name, run.returncode == 0, lines[-1] if lines else ""))
     return checks
+
+
+# The stand-in is compiled by this machine's gcc (target.py), so its binaries load this machine's compiler
+# runtime where conda-forge's builds load libstdcxx, libgcc and _openmp_mutex (or libcxx on macOS).
+MACHINE_RUNTIME = ("libstdc++.so.6", "libgcc_s.so.1", "libgomp.so.1")
+
+
+@dataclass(frozen=True)
+class LinkageCheck:
+    label: str
+    binaries: int
+    errors: list[str]
+    warnings: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def linkage_checks(rehearsal: Rehearsal) -> list[LinkageCheck]:
+    """Every package the rehearsal built, checked as it would be installed with the packages it depends
+    on (the builds conda's solver would pick): every library its binaries load resolves
+    (feedstock_tools/proofs/linkage.py). The binaries are ELF whatever the target (target.py); the run
+    requirements are those the recipe renders for the target."""
+    checks = []
+    for result in rehearsal.results:
+        if not result.ok or result.package_dir is None or not result.new_files:
+            continue
+        # the package itself and the sibling builds the solver installs with it
+        installed = {r.step.name: r for r in rehearsal.solver_installs([exact_spec(result)])}
+        installed[result.step.name] = result
+        specs = [package_spec_of(r, rehearsal.target.subdir) for r in installed.values()]
+        check = linkage.LinkageCheck(specs, "linux", machine_runtime=MACHINE_RUNTIME)
+        outcome = check.run(checked=[result.step.name])
+        checks.append(LinkageCheck(result.step.label, outcome.binaries, outcome.errors, outcome.warnings))
+    return checks
+
+
+def package_spec_of(result: StepResult, subdir: str) -> linkage.PackageSpec:
+    """A built package as the linkage check sees it: its files and what its rendered output requires."""
+    step = result.step
+    assert result.package_dir is not None
+    platform: linkage.Platform = "osx" if subdir.startswith("osx") else "linux"
+    output = linkage.Linkage(
+        step.run_names(),
+        [*step.build_names(), *step.host_names()],
+        step.ignore_run_exports_from,
+        step.ignore_run_exports,
+        step.missing_dso_whitelist,
+    )
+    return linkage.package_spec(step.name, result.package_dir, output, platform)

@@ -29,6 +29,17 @@ target changes for the *recipe and driver* is simulated around that:
   cross-compiling without an emulator (policy CMP0190, quoted by pytorch-cpu-feedstock 74dd3d46 patch 0022);
   the stand-in models that, and the recipe's patch 0012 behaviour that fills it from the interpreter.
 
+* **Windows (win-64).** No Windows CPython can run here (Wine runs PE programs, but there is no Windows
+  Python to give it), so the target is simulated like macOS: this machine's gcc, with a CMake rules
+  override that names libraries as MSVC does (``c10.dll``, no ``lib`` prefix; Python modules ``.pyd``),
+  unsets ``LINUX`` (2.13.0 builds the lazy linalg library only there) and sets ``STANDIN_WINDOWS``, with
+  which the stand-in installs DLLs to ``bin/`` (the recipe's patch 0020) and writes an import library
+  ``<name>.lib`` (an ar archive, the format of MSVC's import libraries) beside each; the target's Python
+  reports ``win-amd64``, ``cp3XY-win_amd64`` and ``.cp3XY-win_amd64.pyd`` and sits at ``%PREFIX%\\python.exe``
+  as conda's does, with ``libs/python3XY.lib``. conda-build's Windows variables (``LIBRARY_PREFIX``, ...)
+  are exported, and the harness runs the command ``recipe/bld.bat`` runs (bld.bat itself runs under Wine's
+  cmd in tests/test_megabuild_windows_driver.py).
+
 What cannot be shown here is listed in docs/rehearsal.md ("Limits").
 """
 
@@ -64,11 +75,16 @@ class Target:
     def macos(self) -> bool:
         return self.subdir.startswith("osx")
 
+    @property
+    def windows(self) -> bool:
+        return self.subdir.startswith("win")
+
     def soabi(self, nodot: str) -> str:
-        return f"cpython-{nodot}-{self.soabi_tail}"
+        """CPython's SOABI: cpython-312-x86_64-linux-gnu; on Windows cp312-win_amd64."""
+        return f"cp{nodot}-{self.soabi_tail}" if self.windows else f"cpython-{nodot}-{self.soabi_tail}"
 
     def ext_suffix(self, nodot: str) -> str:
-        return f".{self.soabi(nodot)}.so"
+        return f".{self.soabi(nodot)}{'.pyd' if self.windows else '.so'}"
 
 
 def _elf_header(e_machine: int) -> bytes:
@@ -93,6 +109,10 @@ TARGETS = {
                      "darwin", "macosx-10.13-x86_64", _macho_header(0x01000007)),
     "osx-arm64": Target("osx-arm64", "osx-arm64", "arm64", "arm64-apple-darwin20.0.0", ".dylib",
                         "darwin", "macosx-11.0-arm64", _macho_header(0x0100000C)),
+    # win-64: CPython's EXT_SUFFIX .cp312-win_amd64.pyd, sysconfig.get_platform() win-amd64 (the 2.13.0
+    # win_amd64 wheel's torch/_C.cp312-win_amd64.pyd); "MZ" starts every PE file
+    "win-64": Target("win-64", "win-64", "AMD64", "x86_64-w64-mingw32", ".dll", "win_amd64", "win-amd64",
+                     b"MZ"),
 }  # fmt: skip
 
 
@@ -103,8 +123,8 @@ def target_for(subdir: str, feedstock_root: Path) -> Target:
 
     if subdir not in TARGETS:
         raise ToolError(
-            f"target_platform {subdir} cannot be rehearsed (known: {', '.join(TARGETS)}); Windows is not "
-            "supported by the recipe"
+            f"target_platform {subdir} cannot be rehearsed (known: {', '.join(TARGETS)}): add it to "
+            "TARGETS in feedstock_tools/proofs/rehearsal/target.py"
         )
     build_platform = read_forge_settings(feedstock_root / "conda-forge.yml").build_platform
     build_subdir = build_platform.get(subdir.replace("-", "_"), subdir).replace("_", "-")
@@ -115,6 +135,19 @@ def target_for(subdir: str, feedstock_root: Path) -> Target:
         )
     return replace(TARGETS[subdir], build_subdir=build_subdir)
 
+
+WINDOWS_NAMING = """\
+# rehearsal (simulated win-64 target, feedstock_tools/proofs/rehearsal/target.py): CMake's Linux platform
+# with MSVC's names (c10.dll, no lib prefix; Python modules .pyd as FindPython gives them on WIN32),
+# without LINUX (2.13.0's BUILD_LAZY_CUDA_LINALG depends on it), and STANDIN_WINDOWS for the stand-in's
+# Windows install layout (DLLs in bin/, import libraries in lib/).
+set(CMAKE_SHARED_LIBRARY_PREFIX "")
+set(CMAKE_SHARED_LIBRARY_SUFFIX ".dll")
+set(CMAKE_SHARED_MODULE_PREFIX "")
+set(CMAKE_SHARED_MODULE_SUFFIX ".pyd")
+unset(LINUX)
+set(STANDIN_WINDOWS 1)
+"""
 
 DARWIN_NAMING = """\
 # rehearsal (simulated macOS target, feedstock_tools/proofs/rehearsal/target.py): CMake's Linux platform with
@@ -170,7 +203,7 @@ def make_target_interpreter(venv: Path, minor: str, target: Target) -> None:
         "EXT_SUFFIX": target.ext_suffix(nodot),
         "MULTIARCH": target.soabi_tail,
         "HOST_GNU_TYPE": target.triplet,
-        "MACHDEP": "darwin" if target.macos else "linux",
+        "MACHDEP": "darwin" if target.macos else "win32" if target.windows else "linux",
     }
     (site / f"{name}.py").write_text(
         _SYSCONFIGDATA.format(version=minor, subdir=target.subdir, host=host, updates=updates)
@@ -268,3 +301,27 @@ def write_python_config(prefix: Path, minor: str, target: Target, interpreter: P
         _PYTHON_CONFIG.format(minor=minor, suffix=target.ext_suffix(minor.replace(".", "")), real=real)
     )
     path.chmod(0o755)
+
+
+def write_windows_naming(build_prefix: Path) -> Path:
+    """The CMake rules override of a simulated win-64 target (:data:`WINDOWS_NAMING`); returns its path."""
+    override = build_prefix / "share" / "rehearsal" / "windows-naming.cmake"
+    override.parent.mkdir(parents=True, exist_ok=True)
+    override.write_text(WINDOWS_NAMING)
+    return override
+
+
+# An empty ar archive: MSVC's import libraries (python312.lib among them) are ar archives too.
+EMPTY_IMPORT_LIBRARY = b"!<arch>\n"
+
+
+def make_windows_python_layout(prefix: Path, minor: str) -> None:
+    """conda's Windows python in ``prefix``: the interpreter at ``python.exe`` (here a script running the
+    venv's bin/python, which is what sys.executable then reports: a symlink would lose the venv) and
+    ``libs/python3XY.lib``, which FindPython links on Windows and the driver's retarget requires."""
+    exe = prefix / "python.exe"
+    script = "#!/bin/sh\n# rehearsal: conda's %PREFIX%\\python.exe on win-64\n"
+    exe.write_text(script + 'exec "$(dirname "$0")/bin/python" "$@"\n')
+    exe.chmod(0o755)
+    (prefix / "libs").mkdir(exist_ok=True)
+    (prefix / "libs" / f"python{minor.replace('.', '')}.lib").write_bytes(EMPTY_IMPORT_LIBRARY)

@@ -7,11 +7,24 @@ extension, whose functions are implemented in C++ (libtorch_python calling libto
 import ctypes
 import os
 import platform
+import sys
+import sysconfig
 
 _lib_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
-# the library's name as 2.13.0's _load_global_deps spells it (the wheel's torch/__init__.py, line 374)
-_lib_ext = ".dylib" if platform.system() == "Darwin" else ".so"
-ctypes.CDLL(os.path.join(_lib_dir, f"libtorch_global_deps{_lib_ext}"), mode=ctypes.RTLD_GLOBAL)
+if sysconfig.get_platform().startswith("win"):
+    # Windows (simulated by the rehearsal): 2.13.0's _load_dll_libraries adds torch/lib and
+    # sys.exec_prefix/Library/bin with os.add_dll_directory (the win_amd64 wheel's torch/__init__.py,
+    # lines 175-242) and has no global deps to preload. The ELF counterpart of adding a directory to the
+    # DLL search: load what torch._C needs from there before importing it.
+    for _directory in (_lib_dir, os.path.join(sys.exec_prefix, "Library", "bin")):
+        _path = os.path.join(_directory, "torch_python.dll")
+        if os.path.exists(_path):
+            ctypes.CDLL(_path)
+            break
+else:
+    # the library's name as 2.13.0's _load_global_deps spells it (the wheel's torch/__init__.py, line 374)
+    _lib_ext = ".dylib" if platform.system() == "Darwin" else ".so"
+    ctypes.CDLL(os.path.join(_lib_dir, f"libtorch_global_deps{_lib_ext}"), mode=ctypes.RTLD_GLOBAL)
 
 from torch import _C  # noqa: E402
 from torch.version import __version__  # noqa: E402

@@ -1,6 +1,7 @@
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAConfig.h>
 
+#ifdef BUILD_LAZY_CUDA_LINALG
 namespace at::cuda::detail {
 // Asks the lazily loaded linalg library (dlopened by bare soname through torch_cpu's
 // DynamicLibrary) whether it was built with MAGMA: the run-time answer the recipe's patch gives.
@@ -10,3 +11,11 @@ bool lazy_linalg_has_magma() {
   return fn != nullptr && fn();
 }
 }  // namespace at::cuda::detail
+#else
+// Without the lazy library (Windows: BUILD_LAZY_CUDA_LINALG needs LINUX) the linalg sources are part
+// of torch_cuda, this file too: the answer is linked in.
+extern "C" bool torch_cuda_linalg_has_magma();
+namespace at::cuda::detail {
+bool lazy_linalg_has_magma() { return torch_cuda_linalg_has_magma(); }
+}  // namespace at::cuda::detail
+#endif
