@@ -29,6 +29,7 @@ class Configuration:
     subdir: str
     blas_impl: str
     cuda: str  # "None" for CPU builds
+    arm_variant: str | None = None  # linux-aarch64 CUDA: "sbsa" (servers) or "tegra" (Jetson)
 
     @property
     def is_cuda(self) -> bool:
@@ -54,7 +55,9 @@ class Configuration:
 
     @property
     def id(self) -> str:
-        return f"{self.subdir}-{self.blas_impl}-{self.flavour}"
+        return "-".join(
+            [self.subdir, self.blas_impl, self.flavour, *([self.arm_variant] if self.arm_variant else [])]
+        )
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,16 @@ def ci_support_jobs() -> list[CiJob]:
     jobs = []
     for path in sorted(CI_SUPPORT.glob("*.yaml")):
         config = load_variant_config(path)
+        cuda = str(config["cuda_compiler_version"][0])
+        # the key is in every linux-aarch64 file (conda-smithy keeps a key any configuration of the platform
+        # uses); only CUDA builds differ by it
+        arm_variant = config.get("arm_variant_type", [None])[0] if cuda != "None" else None
         jobs.append(
             CiJob(
                 subdir=config["target_platform"][0],
                 blas_impl=config["blas_impl"][0],
-                cuda=str(config["cuda_compiler_version"][0]),
+                cuda=cuda,
+                arm_variant=arm_variant,
                 config_file=path,
             )
         )
@@ -85,7 +93,8 @@ def ci_support_jobs() -> list[CiJob]:
 
 
 # The issue's output table: linux-64 CPU and CUDA 12.9/13.0 with MKL and generic BLAS, linux-aarch64 CPU and
-# CUDA (generic, sbsa), osx-64 MKL and generic, osx-arm64 generic, win-64 CPU and CUDA 12.8/13.0 with MKL.
+# CUDA (generic; sbsa 12.9 and 13.0, tegra 12.9 for Jetson), osx-64 MKL and generic, osx-arm64 generic,
+# win-64 CPU and CUDA 12.8/13.0 with MKL.
 CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("linux-64", "mkl", "None"),
     Configuration("linux-64", "generic", "None"),
@@ -94,8 +103,9 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration("linux-64", "mkl", "13.0"),
     Configuration("linux-64", "generic", "13.0"),
     Configuration("linux-aarch64", "generic", "None"),
-    Configuration("linux-aarch64", "generic", "12.9"),
-    Configuration("linux-aarch64", "generic", "13.0"),
+    Configuration("linux-aarch64", "generic", "12.9", "sbsa"),
+    Configuration("linux-aarch64", "generic", "12.9", "tegra"),
+    Configuration("linux-aarch64", "generic", "13.0", "sbsa"),
     Configuration("osx-64", "mkl", "None"),
     Configuration("osx-64", "generic", "None"),
     Configuration("osx-arm64", "generic", "None"),
@@ -121,9 +131,22 @@ def _append_to_zip(config: dict[str, Any], additions: dict[str, Any]) -> None:
             config[key] = list(config[key]) + values
 
 
-def _cut_zip(config: dict[str, Any], key: str, value: str) -> None:
+def _add_zip_keys(config: dict[str, Any], migration: dict[str, Any], primary_key: str) -> None:
+    """A key_add migration's ``additional_zip_keys`` join the primary key's zip group; their one value is
+    repeated for the existing rows (conda-smithy 2026.8.5 variant_algebra.op_variant_key_add)."""
+    group = next(g for g in config["zip_keys"] if primary_key in g)
+    for key in migration["__migrator"].get("additional_zip_keys") or []:
+        if key not in group:
+            group.append(key)
+            config[key] = list(config[key]) * len(config[primary_key])
+
+
+def _cut_zip(config: dict[str, Any], row: dict[str, str]) -> None:
+    """Keep the one row of the zip group whose values are ``row`` (key -> value)."""
+    (key, *_) = row
     group = next((g for g in _zip_groups(config) if key in g), [key])
-    index = [str(v) for v in config[key]].index(value)
+    rows = zip(*([str(v) for v in config[k]] for k in row), strict=True)
+    index = list(rows).index(tuple(row.values()))
     for member in group:
         if member in config:
             config[member] = [config[member][index]]
@@ -148,8 +171,15 @@ def variant_config(configuration: Configuration) -> dict[str, Any]:
     if configuration.cuda == "13.0":
         cuda130 = _load(PINNING / "migrations" / "cuda130.yaml", namespace)
         _append_to_zip(config, {key: value for key, value in cuda130.items() if not key.startswith("__")})
+    row = {"cuda_compiler_version": configuration.cuda}
+    if configuration.arm_variant == "tegra":
+        # the Jetson row: CUDA 12.9, glibc 2.34, arm_variant_type tegra (migrations/arm_variant_type.yaml)
+        tegra = _load(PINNING / "migrations" / "arm_variant_type.yaml", namespace)
+        _add_zip_keys(config, tegra, "cuda_compiler_version")
+        _append_to_zip(config, {key: value for key, value in tegra.items() if not key.startswith("__")})
+        row["arm_variant_type"] = "tegra"
 
-    _cut_zip(config, "cuda_compiler_version", configuration.cuda)
+    _cut_zip(config, row)
     config["blas_impl"] = [configuration.blas_impl]
     config["target_platform"] = [configuration.subdir]
     return config

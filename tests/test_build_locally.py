@@ -350,7 +350,8 @@ def test_sequence_logs_markers_summary_and_rerun(feedstock: Feedstock) -> None:
         assert f"stand-in build of {name}" in log
         assert (artifacts / f"conda-forge-build-done-{name}").exists() == (name != failing)
     progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    assert progress[0] == f"[1/3] {aarch64[0]}: building, log: build_artifacts/build-locally/{aarch64[0]}.log"
+    first = f"[1/{len(aarch64)}] {aarch64[0]}"
+    assert progress[0] == f"{first}: building, log: build_artifacts/build-locally/{aarch64[0]}.log"
     # heartbeat lines while a build runs (every output line here, with the interval set to 0)
     # (the elapsed time depends on the machine's load: match its shape, not its value)
     last_line = re.escape(f"stand-in build of {aarch64[0]}"[:100])
@@ -363,7 +364,7 @@ def test_sequence_logs_markers_summary_and_rerun(feedstock: Feedstock) -> None:
     # the stand-in's exit status (3) comes back through run_docker_build.sh's `set -e`
     assert rows[failing][:3] == ["FAILED", "(exit", "3)"] and rows[failing][-1] == "0"
     prunes = [call for call in feedstock.docker_calls() if call["argv"][:2] == ["system", "prune"]]
-    assert len(prunes) == 2
+    assert len(prunes) == len(aarch64) - 1  # between builds
     with zipfile.ZipFile(artifacts / "build-locally-logs.zip") as archive:
         assert sorted(archive.namelist()) == sorted(f"{name}.log" for name in aarch64)
 
@@ -372,7 +373,7 @@ def test_sequence_logs_markers_summary_and_rerun(feedstock: Feedstock) -> None:
     assert rerun.returncode == 0, rerun.stdout
     runs = [call["env"]["CONFIG"] for call in feedstock.docker_calls() if call["argv"][0] == "run"]
     assert runs == [failing]
-    assert f"[1/3] {aarch64[0]}: already built" in rerun.stdout
+    assert f"{first}: already built" in rerun.stdout
 
 
 # --- one-line errors ---------------------------------------------------------------------------------------

@@ -38,16 +38,25 @@ def test_ci_files_match_a_rerender() -> None:
 
 def test_configurations_are_the_recipe_issue_matrix(rendered: list[ci_support.CiConfig]) -> None:
     seen = {
-        (c.subdir, c.data.get("blas_impl", ["-"])[0], c.data.get("cuda_compiler_version", ["None"])[0])
+        (
+            c.subdir,
+            c.data.get("blas_impl", ["-"])[0],
+            c.data.get("cuda_compiler_version", ["None"])[0],
+            c.data.get("arm_variant_type", ["-"])[0],
+        )
         for c in rendered
     }
     cuda_versions = {"12.9", "13.0"}
-    expected = {("linux-64", blas, cuda) for blas in ("mkl", "generic") for cuda in cuda_versions | {"None"}}
-    expected |= {("linux-aarch64", "generic", cuda) for cuda in cuda_versions | {"None"}}
-    expected |= {("osx-64", blas, "None") for blas in ("mkl", "generic")}
-    expected |= {("osx-arm64", "generic", "None")}
+    expected = {
+        ("linux-64", blas, cuda, "-") for blas in ("mkl", "generic") for cuda in cuda_versions | {"None"}
+    }
+    # linux-aarch64: ARM servers (sbsa, the key in every file of the platform) and Jetson (tegra, 12.9 only)
+    expected |= {("linux-aarch64", "generic", cuda, "sbsa") for cuda in cuda_versions | {"None"}}
+    expected |= {("linux-aarch64", "generic", "12.9", "tegra")}
+    expected |= {("osx-64", blas, "None", "-") for blas in ("mkl", "generic")}
+    expected |= {("osx-arm64", "generic", "None", "-")}
     # Windows: MKL only, CUDA held at 12.8 (recipe/conda_build_config.yaml, docs/recipe.md#windows)
-    expected |= {("win-64", "mkl", cuda) for cuda in ("None", "12.8", "13.0")}
+    expected |= {("win-64", "mkl", cuda, "-") for cuda in ("None", "12.8", "13.0")}
     assert seen == expected
     assert len(rendered) == len(expected)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from megabuild.conda_env import CondaBuild
+from megabuild.cuda_targets import CUDA_ARCH_LISTS, cuda_arch_list
 from megabuild.environment import (
     build_type,
-    cuda_arch_list,
     max_jobs,
     reconfigure_inputs,
     settings,
@@ -118,12 +118,53 @@ def test_cuda_settings_and_cpu() -> None:
 
 
 def test_cuda_arch_lists() -> None:
-    assert ";".join(cuda_arch_list("12.9", "linux-64")) == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
-    assert ";".join(cuda_arch_list("13.0", "linux-64")) == "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
-    assert ";".join(cuda_arch_list("13.0", "linux-aarch64")) == "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"
-    assert cuda_arch_list("12.9.1", "linux-aarch64")[5:7] == ["8.6", "8.7"]
-    with pytest.raises(MegabuildError, match=r"no GPU architecture list for CUDA 11\.8"):
-        cuda_arch_list("11.8", "linux-64")
+    """conda-forge's 2.13.0 lists (pytorch-cpu-feedstock 74dd3d46 recipe/build.sh), per CUDA target."""
+    assert ";".join(cuda_arch_list("12.9", "x86_64-linux")) == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert cuda_arch_list("12.9.1", "sbsa-linux") == cuda_arch_list("12.9", "x86_64-linux")
+    assert ";".join(cuda_arch_list("13.0", "x86_64-linux")) == "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
+    assert ";".join(cuda_arch_list("13.0", "sbsa-linux")) == "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"
+    assert cuda_arch_list("12.9", "aarch64-linux") == ["8.7+PTX"]
+    with pytest.raises(MegabuildError, match=r"no GPU architecture list for CUDA 11\.8 on x86_64-linux"):
+        cuda_arch_list("11.8", "x86_64-linux")
+    # no tegra build from CUDA 13 on: conda-forge's CUDA 13 is SBSA on Jetson too
+    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on aarch64-linux: add one to CUDA_ARCH_LISTS"):
+        cuda_arch_list("13.0", "aarch64-linux")
+
+
+def test_every_arch_list_has_ptx_exactly_for_its_newest_architecture() -> None:
+    """PTX of the newest lets future GPUs JIT; PTX of an older one would only add size."""
+    for (cuda, target), archs in CUDA_ARCH_LISTS.items():
+        ordered = cuda_arch_list(cuda, target)
+        assert [arch for arch in ordered if arch.endswith("+PTX")] == [ordered[-1]], (cuda, target)
+        assert sorted(ordered) == sorted(archs) and len(set(archs)) == len(archs), (cuda, target)
+
+
+def test_the_arm_variant_picks_the_cuda_target_and_the_architectures() -> None:
+    """tegra (Jetson): targets/aarch64-linux and Orin's 8.7 alone; sbsa, or no key (the pinning's default)."""
+    tegra = environment_for(conda_environ(target_platform="linux-aarch64", arm_variant_type="tegra"))
+    assert tegra["TORCH_CUDA_ARCH_LIST"] == "8.7+PTX"
+    assert "-DCUDAToolkit_TARGET_DIR=/p/targets/aarch64-linux" in shlex.split(tegra["CMAKE_ARGS"])
+    for variant in ({"arm_variant_type": "sbsa"}, {}):
+        sbsa = environment_for(conda_environ(target_platform="linux-aarch64", **variant))
+        assert sbsa["TORCH_CUDA_ARCH_LIST"] == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+        assert "-DCUDAToolkit_TARGET_DIR=/p/targets/sbsa-linux" in shlex.split(sbsa["CMAKE_ARGS"])
+    new_sbsa = environment_for(
+        conda_environ(target_platform="linux-aarch64", cuda_compiler_version="13.0", arm_variant_type="sbsa")
+    )
+    assert "8.7" in new_sbsa["TORCH_CUDA_ARCH_LIST"].split(";")
+    # the key means nothing off linux-aarch64
+    x86 = environment_for(conda_environ(arm_variant_type="tegra"))
+    assert "-DCUDAToolkit_TARGET_DIR=/p/targets/x86_64-linux" in shlex.split(x86["CMAKE_ARGS"])
+    with pytest.raises(
+        MegabuildError, match=r"linux-aarch64 with arm_variant_type=jetson: add it to CUDA_TARGETS"
+    ):
+        environment_for(conda_environ(target_platform="linux-aarch64", arm_variant_type="jetson"))
+    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on aarch64-linux"):
+        environment_for(
+            conda_environ(
+                target_platform="linux-aarch64", cuda_compiler_version="13.0", arm_variant_type="tegra"
+            )
+        )
 
 
 def test_identical_for_every_output() -> None:

@@ -12,7 +12,9 @@ JOBS = ci_support_jobs()
 
 
 def plain(configuration: Configuration) -> Configuration:
-    return Configuration(configuration.subdir, configuration.blas_impl, configuration.cuda)
+    return Configuration(
+        configuration.subdir, configuration.blas_impl, configuration.cuda, configuration.arm_variant
+    )
 
 
 def test_every_configuration_of_the_issue_table_has_exactly_one_ci_job():

@@ -209,8 +209,10 @@ def test_host_versions_come_from_the_pinning(configuration: Configuration) -> No
     if configuration.is_cuda:
         assert f"cuda-version {configuration.cuda}.*" in host
         assert "libcudss-dev <0.8" in host  # 2.13.0 uses the pre-0.8 API; conda-forge pins no libcudss
-        # nccl >=2.29 breaks CUDA 12.9 builds for old GPU architectures (feedstock f0218b70)
-        assert ("nccl <2.29" in host) == (configuration.cuda == "12.9")
+        # nccl >=2.29 breaks CUDA 12.9 builds for old GPU architectures (feedstock f0218b70, under the
+        # selector arm_variant_type!="tegra": Jetson's only architecture is 8.7)
+        bounded = configuration.cuda == "12.9" and configuration.arm_variant != "tegra"
+        assert ("nccl <2.29" in host) == bounded
     # what 2.13.0's setup.py imports, and upstream's setuptools bound
     assert "packaging" in rendered(configuration).top_level.requirements.host
     assert "setuptools >=77.0.3,<82" in rendered(configuration).top_level.requirements.host
@@ -417,3 +419,48 @@ def test_every_output_with_files_runs_the_driver():
             assert output.script is None  # a metapackage: no files
         else:
             assert output.script == "build.sh", output.dist
+
+
+# ---- linux-aarch64 CUDA: sbsa (servers) and tegra (Jetson) ---------------------------------------------
+
+ARM_CUDA = [c for c in [*CONFIGURATIONS, *ci_support_jobs()] if c.subdir == "linux-aarch64" and c.is_cuda]
+
+
+@pytest.mark.parametrize("configuration", ARM_CUDA, ids=lambda c: c.id)
+def test_every_aarch64_cuda_package_is_built_with_its_arm_variant(configuration: Configuration) -> None:
+    """arm-variant's strong run_exports (conda-forge/arm-variant-feedstock 98eb593: ``arm-variant *
+    {{ arm_variant_type }}``) make every package require the arm-variant of its kind, so sbsa and tegra
+    builds never share an environment; the metapackage (no script) takes it through its host."""
+    recipe = rendered(configuration)
+    spec = f"arm-variant * {configuration.arm_variant}"
+    assert recipe.top_level is not None and spec in recipe.top_level.requirements.build
+    for output in recipe.outputs:
+        section = output.requirements.build if output.script else output.requirements.host
+        assert spec in section, output.dist
+        assert output.hash_contents["arm_variant_type"] == configuration.arm_variant, output.dist
+
+
+def test_arm_variant_appears_only_in_aarch64_cuda_builds() -> None:
+    for configuration in CONFIGURATIONS:
+        if configuration in ARM_CUDA:
+            continue
+        recipe = rendered(configuration)
+        assert recipe.top_level is not None
+        for requirements in [recipe.top_level.requirements, *(o.requirements for o in recipe.outputs)]:
+            assert not any(s.startswith("arm-variant") for s in requirements.build + requirements.host)
+
+
+def test_tegra_and_sbsa_12_9_differ_in_glibc_and_hash_not_in_names() -> None:
+    """The Jetson build: CUDA 12.9 with glibc 2.34 (the migration's c_stdlib_version); the same package
+    names and build-string shape as the sbsa build, told apart by the hash, so the two jobs never upload one
+    file."""
+    sbsa = rendered(Configuration("linux-aarch64", "generic", "12.9", "sbsa"))
+    tegra = rendered(Configuration("linux-aarch64", "generic", "12.9", "tegra"))
+    assert sbsa.top_level is not None and tegra.top_level is not None
+    assert "sysroot_linux-aarch64 2.17.*" in sbsa.top_level.requirements.build
+    assert "sysroot_linux-aarch64 2.34.*" in tegra.top_level.requirements.build
+    hashless = re.compile(HASH)
+    assert [hashless.sub("h", o.build_string) for o in sbsa.outputs] == [
+        hashless.sub("h", o.build_string) for o in tegra.outputs
+    ]
+    assert not {o.dist for o in sbsa.outputs} & {o.dist for o in tegra.outputs}

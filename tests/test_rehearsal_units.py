@@ -125,6 +125,8 @@ def test_work_names_are_short_and_distinct() -> None:
     names = {work_name(path) for path in CI_SUPPORT.glob("linux_*.yaml")}
     assert len(names) == len(list(CI_SUPPORT.glob("linux_*.yaml")))
     assert "linux-64_generic_cuda12.9" in names
+    # the two linux-aarch64 CUDA 12.9 configurations differ only by arm_variant_type
+    assert {"linux-aarch64_generic_cuda12.9_sbsa", "linux-aarch64_generic_cuda12.9_tegra"} <= names
 
 
 def test_config_names_with_dots_resolve() -> None:

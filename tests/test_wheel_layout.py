@@ -285,11 +285,12 @@ def patched_cpp_extension(merged: MergedEnvironment, directory: Path) -> Path:
 
 # Runs a cpp_extension.py's code as the real torch.utils.cpp_extension (same __file__, so its _TORCH_PATH is
 # the installed torch) and prints its paths. argv: the code's file, the sysconfig prefix to report
-# (cross-python's host prefix; "" keeps the real one), CUDA_HOME.
+# (cross-python's host prefix; "" keeps the real one), CUDA_HOME, and the machine os.uname() reports (a test
+# double of an aarch64 machine where given; "" keeps the real one).
 PATHS_PROBE = r"""
 import importlib.machinery, importlib.util, json, os, sys, sysconfig
 import torch, torch.utils
-module_file, prefix, cuda_home = sys.argv[1:4]
+module_file, prefix, cuda_home, machine = sys.argv[1:5]
 if prefix:
     real = sysconfig.get_config_var
     sysconfig.get_config_var = lambda name: prefix if name == "prefix" else real(name)
@@ -300,6 +301,9 @@ spec = importlib.util.spec_from_file_location(name, installed, loader=loader)
 module = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = module
 spec.loader.exec_module(module)
+if machine:  # after the import: only the paths' own os.uname() call sees the stand-in machine
+    real_uname = os.uname()
+    os.uname = lambda: os.uname_result((*real_uname[:4], machine))
 module.CUDA_HOME = cuda_home or None  # a CPU torch never asks; conda's nvcc in $PREFIX/bin would give this
 out = {"cpu": module.include_paths("cpu")}
 if cuda_home:
@@ -308,8 +312,10 @@ print(json.dumps(out))
 """
 
 
-def cpp_extension_paths(merged, module_file: Path, prefix: str = "", cuda_home: str = "") -> dict:
-    ran = run_clean([merged.python, "-c", PATHS_PROBE, module_file, prefix, cuda_home])
+def cpp_extension_paths(
+    merged, module_file: Path, prefix: str = "", cuda_home: str = "", machine: str = ""
+) -> dict:
+    ran = run_clean([merged.python, "-c", PATHS_PROBE, module_file, prefix, cuda_home, machine])
     assert ran.returncode == 0, ran.stderr
     return json.loads(ran.stdout.splitlines()[-1])
 
@@ -335,6 +341,27 @@ def test_patch_0015_adds_the_cuda_toolkit_of_a_conda_environment(merged, tmp_pat
     assert cpp_extension_paths(merged, patched, cuda_home=str(plain)) == cpp_extension_paths(
         merged, original, cuda_home=str(plain)
     )
+
+
+def test_patch_0015_finds_the_toolkit_of_either_aarch64_kind(merged, tmp_path) -> None:
+    """linux-aarch64: conda-forge's sbsa packages use targets/sbsa-linux, the Jetson (tegra) ones
+    targets/aarch64-linux (pytorch-cpu-feedstock 74dd3d46 build.sh's CUDA_TARGET); the patch looks for both
+    at run time, so no build-time value is written into the file."""
+    patched = patched_cpp_extension(merged, tmp_path / "patched")
+    original = merged.sp_dir / "torch" / "utils" / "cpp_extension.py"
+    for kind in ("sbsa-linux", "aarch64-linux"):
+        conda = tmp_path / kind  # test double of that environment's layout
+        target = conda / "targets" / kind
+        (target / "include").mkdir(parents=True)
+        (target / "include" / "cuda_runtime_api.h").write_text("/* cuda-cudart-dev */\n")
+        (conda / "lib").mkdir()
+        before = cpp_extension_paths(merged, original, cuda_home=str(conda), machine="aarch64")
+        after = cpp_extension_paths(merged, patched, cuda_home=str(conda), machine="aarch64")
+        assert after["cuda"] == [*before["cuda"], str(target / "include")], kind
+        assert after["lib"] == [*before["lib"], str(target / "lib"), str(target / "lib" / "stubs")], kind
+        # an x86_64 machine never reads an aarch64 layout
+        x86 = cpp_extension_paths(merged, patched, cuda_home=str(conda), machine="x86_64")
+        assert str(target / "include") not in x86["cuda"], kind
 
 
 SMALL_EXTENSION = """\

@@ -2,7 +2,8 @@
 
 It exists so the project's tests, the consistency check and the rehearsal harness can see what conda-build
 would make of the recipe for one ``.ci_support/*.yaml`` file without conda installed. It follows
-conda-build's order: Jinja first (with conda-build's Jinja context), then line selectors
+conda-build's order: line selectors on the source (its Jinja loader filters them, so a dropped line's Jinja
+never runs), Jinja (with conda-build's Jinja context), selectors again
 (:mod:`feedstock_tools.conda.selectors`), then YAML.
 
 API::
@@ -52,6 +53,7 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import re
@@ -468,6 +470,12 @@ def _run_exports(value: Any) -> list[str]:
     return _string_list(value)
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled_template(text: str) -> jinja2.Template:
+    """Compiled once per text: every variant of a platform that selects the same lines shares it."""
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(text)
+
+
 class _RecipeRenderer:
     """Renders one recipe for one target subdir; the methods take the variant being rendered."""
 
@@ -483,9 +491,12 @@ class _RecipeRenderer:
         self.subdir = subdir
         self.build_subdir = build_subdir or subdir
         self.environ = dict(environ)
-        environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        self.template_for(self.raw)  # a syntax error is reported before any variant is rendered
+
+    def template_for(self, text: str) -> jinja2.Template:
+        """The compiled template of ``text`` (the recipe after one variant's selectors)."""
         try:
-            self.template = environment.from_string(self.raw)
+            return _compiled_template(text)
         except jinja2.TemplateSyntaxError as exc:
             raise ToolError(
                 f"Jinja syntax error in {self.meta_path} line {exc.lineno}: {exc.message}"
@@ -557,9 +568,14 @@ class _RecipeRenderer:
         return context
 
     def parse(self, scope: _VariantScope, context: Mapping[str, Any]) -> dict[str, Any]:
-        """Jinja, then selectors, then YAML: the whole recipe as a dict."""
+        """Selectors, Jinja, selectors again, then YAML: the whole recipe as a dict.
+
+        conda-build applies the selectors to the source before Jinja sees it (jinja_context.FilteredLoader,
+        26.7.1), so a dropped line's Jinja never runs (``{{ key }}`` of a key this variant lacks, a
+        ``{% set %}`` for another platform); the second pass is for selectors Jinja wrote.
+        """
         try:
-            text = self.template.render(**context)
+            text = self.template_for(_select(self.raw, scope.namespace)).render(**context)
         except jinja2.TemplateError as exc:
             raise ToolError(
                 f"Jinja error in {self.meta_path}: {exc}; fix the template or add the key to the variant"

@@ -9,6 +9,7 @@ does, so that the project's tools see the same lines conda-build sees.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -128,19 +129,32 @@ def select_lines(text: str, namespace: Mapping[str, Any], strict: bool = False) 
     exactly like conda-build's ``select_lines``. ``strict`` as in :func:`evaluate_selector`.
     """
     kept: list[str] = []
+    for number, line, expression in _split_selectors(text):
+        if expression is None:
+            kept.append(line)
+            continue
+        try:
+            keep = evaluate_selector(expression, namespace, strict)
+        except SelectorError as exc:
+            raise SelectorError(f"line {number}: {exc}") from None
+        if keep:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+@functools.lru_cache(maxsize=64)
+def _split_selectors(text: str) -> tuple[tuple[int, str, str | None], ...]:
+    """Each non-comment line as (number, the line without its selector, the selector or None); split once
+    per text, since a recipe is selected for every variant."""
+    lines: list[tuple[int, str, str | None]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         if line.lstrip().startswith("#"):
             continue
         trailing_quote = line[-1] if line and line[-1] in "'\"" else ""
         match = SELECTOR_LINE.match(line)
-        if not match:
-            kept.append(line)
-            continue
-        try:
-            keep = evaluate_selector(match.group(3), namespace, strict)
-        except SelectorError as exc:
-            raise SelectorError(f"line {number}: {exc}") from None
-        if keep:
-            kept.append(match.group(1) + trailing_quote)
-    return "\n".join(kept) + "\n"
+        if match:
+            lines.append((number, match.group(1) + trailing_quote, match.group(3)))
+        else:
+            lines.append((number, line, None))
+    return tuple(lines)

@@ -43,6 +43,7 @@ class RunExport:
     requirement: str  # name as rendered, "{subdir}" filled in per output
     env: str  # "host" or "build"
     exports: tuple[tuple[str, str | None, str | None], ...]
+    as_written: bool = False  # the export is the requirement itself (arm-variant's "arm-variant * <kind>")
 
 
 @dataclass
@@ -117,8 +118,9 @@ def load_metadata(path: Path = METADATA_FILE) -> dict[str, Any]:
 def run_export_table(metadata: Mapping[str, Any]) -> list[RunExport]:
     table = []
     for entry in metadata["run_exports"]:
-        exports = tuple((str(n), _pin(lo), _pin(hi)) for n, lo, hi in entry["exports"])
-        table.append(RunExport(str(entry["requirement"]), str(entry["env"]), exports))
+        exports = tuple((str(n), _pin(lo), _pin(hi)) for n, lo, hi in entry.get("exports") or ())
+        as_written = bool(entry.get("as_written"))
+        table.append(RunExport(str(entry["requirement"]), str(entry["env"]), exports, as_written))
     return table
 
 
@@ -176,6 +178,9 @@ def applied_run_exports(
                 added += siblings[name]
             for entry in table:
                 if entry.env != env or entry.requirement.format(subdir=subdir) != name:
+                    continue
+                if entry.as_written:
+                    added.append(spec)
                     continue
                 version = spec_version(spec) or _pinned_version(pinning, name)
                 if version is None:

@@ -29,7 +29,7 @@ from feedstock_tools.proofs.solve_channel import Channel, Record, build_channel
 
 REQUESTS_FILE = Path(__file__).with_name("solve_requests.yaml")
 # the words of an expectation, by what they describe
-FLAVOUR, BLAS, LINALG, PYTHON = "flavour", "blas", "linalg", "python"
+FLAVOUR, BLAS, LINALG, PYTHON, ARM = "flavour", "blas", "linalg", "python", "arm"
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ class Machine:
     name: str
     subdir: str
     virtual: tuple[str, ...]  # "name=version=build"
+    # specs the user installed before (a Jetson's "arm-variant * tegra"): conda keeps a requested package
+    # in every later solve of that environment, so they join each request's specs
+    installed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Outcome:
             BLAS: blas,
             LINALG: linalg["build"].split("_")[2] if linalg else "none",
             PYTHON: "py" + python["version"].replace(".", "") if python else "nopython",
+            ARM: self.packages.get("arm-variant", {}).get("build", "none"),
         }
 
 
@@ -87,9 +91,11 @@ def word_kind(word: str) -> str:
         return LINALG
     if re.fullmatch(r"nopython|py\d+", word):
         return PYTHON
+    if word in ("sbsa", "tegra"):
+        return ARM
     raise ToolError(
         f"unknown word {word!r} in an expectation of {REQUESTS_FILE.name}; use cpu/cudaNNN, mkl/generic, "
-        "magma/nomagma, pyNNN/nopython or 'fails: TEXT'"
+        "magma/nomagma, pyNNN/nopython, sbsa/tegra or 'fails: TEXT'"
     )
 
 
@@ -108,6 +114,7 @@ def verdict(expectation: str, outcome: Outcome) -> tuple[bool, str]:
         return False, "neither pytorch nor libtorch installed"
     wanted = {word_kind(word): word for word in expectation.split()}
     wanted.setdefault(LINALG, "none")
+    wanted.setdefault(ARM, "none")
     got = outcome.words()
     wrong = [f"{kind} {got[kind]} (expected {word})" for kind, word in wanted.items() if got[kind] != word]
     libblas = outcome.packages.get("libblas", {}).get("build", "")
@@ -126,7 +133,12 @@ def load_requests(path: Path = REQUESTS_FILE) -> tuple[list[Machine], list[Reque
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         machines = [
-            Machine(str(m["name"]), str(m["subdir"]), tuple(str(v) for v in m["virtual"]))
+            Machine(
+                str(m["name"]),
+                str(m["subdir"]),
+                tuple(str(v) for v in m["virtual"]),
+                tuple(str(s) for s in m.get("installed") or ()),
+            )
             for m in data["machines"]
         ]
         requests = [
@@ -186,7 +198,7 @@ async def solve(channel_dir: Path, request: Request, machine: Machine) -> Outcom
         records = await rattler.solve(
             [rattler.Channel(str(channel_dir))],
             # conda's lenient reading: "libtorch 2.13.0 <build>" is conda-build's exact pin
-            [rattler.MatchSpec(spec) for spec in request.specs],
+            [rattler.MatchSpec(spec) for spec in (*request.specs, *machine.installed)],
             platforms=[machine.subdir, "noarch"],
             virtual_packages=virtual_packages(machine),
             constraints=[rattler.MatchSpec(spec) for spec in request.constraints],

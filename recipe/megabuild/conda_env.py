@@ -21,7 +21,7 @@ from pathlib import Path
 from megabuild.errors import MegabuildError
 
 # Variant keys of recipe/conda_build_config.yaml and the global pinning that steer the driver.
-VARIANT_KEYS = ("blas_impl", "cuda_compiler_version", "magma_variant", "megabuild")
+VARIANT_KEYS = ("arm_variant_type", "blas_impl", "cuda_compiler_version", "magma_variant", "megabuild")
 
 
 @dataclass(frozen=True)

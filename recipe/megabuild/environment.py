@@ -22,21 +22,8 @@ from pathlib import Path
 
 from megabuild import windows
 from megabuild.conda_env import CondaBuild
+from megabuild.cuda_targets import cuda_arch_list, cuda_target
 from megabuild.errors import MegabuildError
-
-# TORCH_CUDA_ARCH_LIST per CUDA major.minor: every architecture conda-forge's CUDA packages support with
-# that toolkit, PTX for the newest so future GPUs can JIT. CUDA 13 dropped Maxwell, Pascal and Volta.
-CUDA_ARCH_LISTS: dict[str, tuple[str, ...]] = {
-    # 12.8: conda-forge keeps win-64 there; its 2.13.0 bld.bat gives every 12.x this same list (CUDA 12.8
-    # is the first with sm_100/sm_120)
-    "12.8": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"),
-    "12.9": ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX"),
-    "13.0": ("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0+PTX"),
-}
-# Jetson Orin (sm_87) only exists on aarch64 boards.
-AARCH64_EXTRA_ARCHS = ("8.7",)
-# $PREFIX/targets/<name> of conda-forge's CUDA packages per platform (server aarch64 is "sbsa").
-CUDA_TARGET_NAMES = {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
 
 # Environment variables a CMake (re)configure of PyTorch reads (pytorch-build-facts.md §3.2): by prefix
 # (EnvVarForwarding.cmake's USE_/BUILD_/CMAKE_) and by name (read by CMakeLists/find modules directly).
@@ -193,9 +180,10 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     if cuda:
         put(
             "TORCH_CUDA_ARCH_LIST",
-            ";".join(cuda_arch_list(cuda, build.target_platform)),
-            "GPU architectures per CUDA version (CMake reads this variable from the environment on every "
-            "configure, shadowing the cache)",
+            ";".join(cuda_arch_list(cuda, cuda_target(build))),
+            "GPU architectures per CUDA version and CUDA target (megabuild/cuda_targets.py; tegra: Jetson "
+            "Orin only); CMake reads this variable from the environment on every configure, shadowing the "
+            "cache",
         )
         if not build.windows:  # Windows: no NCCL at all (windows.settings)
             put("USE_SYSTEM_NCCL", "ON", "nccl from conda-forge; also avoids the NCCL submodule checkout")
@@ -351,19 +339,6 @@ def build_type(caller: Mapping[str, str]) -> str:
     return "Release"
 
 
-def cuda_arch_list(cuda: str, target_platform: str) -> list[str]:
-    major_minor = ".".join(cuda.split(".")[:2])
-    if major_minor not in CUDA_ARCH_LISTS:
-        raise MegabuildError(
-            f"no GPU architecture list for CUDA {cuda}: add one to CUDA_ARCH_LISTS in "
-            "recipe/megabuild/environment.py"
-        )
-    archs = list(CUDA_ARCH_LISTS[major_minor])
-    if target_platform == "linux-aarch64":
-        archs += AARCH64_EXTRA_ARCHS
-    return sorted(archs, key=lambda arch: tuple(int(p) for p in arch.removesuffix("+PTX").split(".")))
-
-
 def upstream_environment(
     build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
 ) -> tuple[dict[str, str], list[Setting]]:
@@ -397,12 +372,7 @@ def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
         return []
     if build.windows:
         return windows.cuda_toolkit_cache_args(build)
-    target = CUDA_TARGET_NAMES.get(build.target_platform)
-    if target is None:
-        raise MegabuildError(
-            f"no CUDA target directory name for {build.target_platform}: add it to CUDA_TARGET_NAMES in "
-            "recipe/megabuild/environment.py"
-        )
+    target = cuda_target(build)
     return [
         f"-DCUDAToolkit_BIN_DIR={build.build_prefix}/bin",
         f"-DCUDAToolkit_ROOT_DIR={build.prefix}",

@@ -61,7 +61,8 @@ class Step:
 
 
 def work_name(config_path: Path) -> str:
-    """A short directory name for a configuration: ``linux-64_generic_cuda12.9``, ``linux-64_mkl_cpu``."""
+    """A short directory name for a configuration: ``linux-64_generic_cuda12.9``, ``linux-64_mkl_cpu``,
+    ``linux-aarch64_generic_cuda12.9_tegra``."""
     config = load_config(config_path)
 
     def first(key: str, default: str) -> str:
@@ -69,10 +70,14 @@ def work_name(config_path: Path) -> str:
 
     cuda = first("cuda_compiler_version", "None")
     flavour = "cpu" if cuda == "None" else f"cuda{cuda}"
+    # linux-aarch64 CUDA 12.9 exists for servers and for Jetson: arm_variant_type tells them apart
+    if cuda != "None" and config.get("arm_variant_type"):
+        flavour += f"_{first('arm_variant_type', '')}"
     # the rehearsal deletes and recreates this directory: a value such as '12.9/../../x' must not steer it
     return component(
         f"{first('target_platform', 'linux-64')}_{first('blas_impl', 'generic')}_{flavour}",
-        f"work directory name from {config_path.name} (target_platform, blas_impl, cuda_compiler_version)",
+        f"work directory name from {config_path.name} (target_platform, blas_impl, cuda_compiler_version, "
+        "arm_variant_type)",
     )
 
 
