@@ -27,7 +27,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from megabuild import activation, environment, report
+from megabuild import activation, environment, ninja_graph, report
 from megabuild.atomic_file import write_text
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
@@ -41,6 +41,7 @@ from megabuild.ninja_log import (
     check_ninja_writes_known_log,
     ran_between,
     read_log,
+    target_of_linked,
     target_of_object,
 )
 from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH
@@ -159,6 +160,8 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
     # hours of compiling must not end in a log this driver cannot read: ask the ninja that will run first
     check_ninja_writes_known_log(ctx.env)
     before = _log_snapshot(ctx)
+    _run_command(ctx, "pass 1 configure (libtorch-split)", [str(python), "setup.py", "build", "--cmake-only"])
+    _settle_graph(ctx)
     _run_command(ctx, "pass 1 (libtorch-split)", [str(python), "setup.py", "build"])
     cache = CMakeCache.load(ctx.cache_path)
     problems = _pass1_cache_problems(cache, build)
@@ -166,11 +169,51 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
         raise PassFailed(
             f"pass 1 configured {'; '.join(problems)}: check the host requirements of libtorch-split"
         )
+    _check_settled(ctx)
     with step("saving pass 1's results for the outputs"):
         _save_pass1_state(ctx, cache, probe(python))
     # read only after the state is saved: a log problem found now cannot cost the compile
     work = _work_since(ctx, before)
     return _record(name="1 libtorch-split", package=TOP_LEVEL, started=started, work=work, expected=None)
+
+
+def _settle_graph(ctx: PassContext) -> None:
+    """Before anything is compiled, reconfigure until CMake writes the same command lines twice.
+
+    Chosen over writing the first reconfigure's rewrite into the cache ourselves: which entries a
+    reconfigure changes is upstream's (or a distribution patch's) CMake logic, known only by running it;
+    Debian's 2.6.0 turns a library path into ``-lfmt`` (megabuild/ninja_graph.py), 2.13.0 may have
+    others. A reconfigure costs seconds to a minute; the relink of libtorch_cpu it saves in every later
+    pass costs minutes each."""
+    with step("settling the build graph (reconfigure until the command lines stop changing)"):
+        try:
+            settled = ninja_graph.settle(ctx.build.build_dir, ctx.env)
+        except ninja_graph.GraphError as exc:
+            raise PassFailed(str(exc)) from None
+    if settled.rewritten:
+        say(
+            f"the first reconfigure rewrote {len(settled.rewritten)} command line(s) (first "
+            f"{settled.rewritten[0]}); settled after {settled.reconfigures} reconfigure(s), before any compile"
+        )
+
+
+def _check_settled(ctx: PassContext) -> None:
+    """After the build, a reconfigure (what every later pass's cache edit triggers) must leave nothing to
+    rebuild; what it would rebuild is a warning, or (--strict) a failed pass."""
+    with step("checking that a reconfigure leaves nothing to rebuild"):
+        try:
+            stale = ninja_graph.would_rebuild(ctx.build.build_dir, ctx.env)
+        except ninja_graph.GraphError as exc:
+            raise PassFailed(str(exc)) from None
+    if stale:
+        message = (
+            f"pass 1 did not settle the build graph: after a reconfigure ninja would rebuild {len(stale)} "
+            f"object(s)/library(ies), first {stale[0]}; every later pass would redo them "
+            "(`ninja -C build -n -d explain` says why)"
+        )
+        if ctx.options.strict:
+            raise PassFailed(message)
+        warn(message)
 
 
 def _pass1_cache_problems(cache: CMakeCache, build: CondaBuild) -> list[str]:
@@ -548,14 +591,17 @@ def _stage(ctx: PassContext, package: str, trees: UpstreamTrees) -> int:
 
 
 def _check_work(ctx: PassContext, name: str, work: PassWork, expected: list[str]) -> list[str]:
-    """Objects compiled outside the pass's expected targets: a warning, or (--strict) a failed pass.
+    """Objects compiled or files linked outside the pass's expected targets: a warning, or (--strict) a
+    failed pass (a relink of libtorch_cpu compiles nothing and costs minutes).
 
     Runs before staging, so a strict failure stages nothing."""
-    unexpected = [o for o in work.objects if target_of_object(o) not in set(expected)]
+    allowed = set(expected)
+    unexpected = [o for o in work.objects if target_of_object(o) not in allowed]
+    unexpected += [o for o in work.linked if target_of_linked(o) not in allowed]
     if unexpected:
         message = (
-            f"{name} compiled {len(unexpected)} object(s) outside {', '.join(expected) or 'nothing'}, "
-            f"first {unexpected[0]}: an upstream cause of needless recompiles (docs/megabuild.md)"
+            f"{name} compiled or linked {len(unexpected)} file(s) outside {', '.join(expected) or 'nothing'}, "
+            f"first {unexpected[0]}: an upstream cause of needless rebuilds (docs/megabuild.md)"
         )
         if ctx.options.strict:
             raise PassFailed(message)
