@@ -42,11 +42,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "recipe"))
 
-from megabuild import ninja_graph  # noqa: E402
-from megabuild.atomic_file import write_text  # noqa: E402
-from megabuild.cmake_cache import CMakeCache  # noqa: E402
-from megabuild.ninja_log import PassWork, ran_between, read_log, target_of_linked, target_of_object  # noqa: E402
-from megabuild.python_target import (  # noqa: E402
+from megabuild import ninja_graph
+from megabuild.atomic_file import write_text
+from megabuild.cmake_cache import CMakeCache
+from megabuild.ninja_log import PassWork, ran_between, read_log, target_of_linked, target_of_object
+from megabuild.python_target import (
     check_retarget_kept,
     guarded_values,
     probe,
@@ -139,7 +139,10 @@ def build_python(work: Path, version: str) -> Path:
     say(f"creating {venv} ({', '.join(PYTHON_PACKAGES)})")
     subprocess.run([str(pyenv_python(version)), "-m", "venv", "--clear", str(venv)], check=True)
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", *PYTHON_PACKAGES], capture_output=True, text=True
+        [str(python), "-m", "pip", "install", "-q", *PYTHON_PACKAGES],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if installed.returncode != 0:
         last = (installed.stderr.strip().splitlines() or ["no output"])[-1]
@@ -290,58 +293,71 @@ def classify(work: PassWork, python_targets: set[str]) -> tuple[dict[str, int], 
     return objects, linked
 
 
-def build_pass(tree: Path, env: dict[str, str], standin: StandIn, log: Path, jobs: str) -> PassWork:
+@dataclass
+class RealBuild:
+    """The work tree of Debian's source and how its passes run."""
+
+    tree: Path
+    env: dict[str, str]
+    standin: StandIn
+    log: Path
+    jobs: str
+
+    @property
+    def build_dir(self) -> Path:
+        return self.tree / "build"
+
+
+def build_pass(real: RealBuild) -> PassWork:
     """The build step of a pass (what `setup.py build` runs: `cmake --build . --target install`), the
     reconfigure a cache edit triggers run first with the real compilers, as ninja's generator rule would."""
-    build_dir = tree / "build"
-    before = read_log(build_dir / ".ninja_log")
-    run_logged(["ninja", "-C", str(build_dir), "build.ninja"], tree, env, log)
-    standin.run(["cmake", "--build", str(build_dir), "--target", "install", "-j", jobs], tree, env, log)
-    return PassWork.from_entries(ran_between(before, read_log(build_dir / ".ninja_log")))
+    before = read_log(real.build_dir / ".ninja_log")
+    run_logged(["ninja", "-C", str(real.build_dir), "build.ninja"], real.tree, real.env, real.log)
+    real.standin.run(
+        ["cmake", "--build", str(real.build_dir), "--target", "install", "-j", real.jobs],
+        real.tree, real.env, real.log,
+    )  # fmt: skip
+    return PassWork.from_entries(ran_between(before, read_log(real.build_dir / ".ninja_log")))
 
 
-def pass_one(
-    tree: Path, python: Path, env: dict[str, str], standin: StandIn, log: Path, jobs: str
-) -> PassResult:
+def pass_one(real: RealBuild, python: Path) -> PassResult:
     started = time.monotonic()
-    build_dir = tree / "build"
-    say("pass 1: configure (setup.py build --cmake-only, CPython 3.10)")
-    run_logged([str(python), "setup.py", "build", "--cmake-only"], tree, env, log)
+    short = probe(python).short
+    say(f"pass 1: configure (setup.py build --cmake-only, CPython {short})")
+    run_logged([str(python), "setup.py", "build", "--cmake-only"], real.tree, real.env, real.log)
     say("pass 1: the driver's settle (reconfigure until the command lines stop changing)")
-    settled = ninja_graph.settle(build_dir, env)
+    settled = ninja_graph.settle(real.build_dir, real.env)
     say(f"  {settled.reconfigures} reconfigure(s); rewritten: {', '.join(settled.rewritten) or 'nothing'}")
-    say(f"pass 1: build ({len(ninja_graph.commands(build_dir, env))} edges, stand-in compiler)")
-    work = build_pass(tree, env, standin, log, jobs)
+    edges = len(ninja_graph.commands(real.build_dir, real.env))
+    say(f"pass 1: build ({edges} edges, stand-in compiler)")
+    work = build_pass(real)
     say("pass 1: the driver's check (a reconfigure must leave nothing to rebuild)")
-    stale = ninja_graph.would_rebuild(build_dir, env)
-    result = PassResult("1 libtorch-split", probe(python).short, reconfigures=settled.reconfigures)
+    stale = ninja_graph.would_rebuild(real.build_dir, real.env)
+    result = PassResult("1 libtorch-split", short, reconfigures=settled.reconfigures)
     result.rewritten_by_reconfigure = settled.rewritten
     result.stale_after_pass1 = stale
     result.objects = {"python": 0, "other": len(work.objects)}
     result.linked = {"python": [], "other": work.linked}
     result.generators = len(work.other)
     result.seconds = round(time.monotonic() - started, 1)
+    say(f"  {len(work.objects)} objects, {len(work.linked)} linked; stale after a reconfigure: {len(stale)}")
     return result
 
 
-def python_pass(
-    tree: Path, python: Path, env: dict[str, str], standin: StandIn, log: Path, jobs: str
-) -> PassResult:
+def python_pass(real: RealBuild, python: Path) -> PassResult:
     started = time.monotonic()
-    build_dir = tree / "build"
     target = probe(python)
     say(f"pass pytorch (py{target.short}): the driver's retarget of CMakeCache.txt")
-    cache = CMakeCache.load(build_dir / "CMakeCache.txt")
+    cache = CMakeCache.load(real.build_dir / "CMakeCache.txt")
     guarded = guarded_values(cache)
     changes = retarget(cache, target)
     cache.write()
-    ninja_graph.reconfigure(build_dir, env)
-    would_run = ninja_graph.would_run(build_dir, env)
+    ninja_graph.reconfigure(real.build_dir, real.env)
+    would_run = ninja_graph.would_run(real.build_dir, real.env)
     say(f"  dry run: {len(would_run)} object(s)/linked file(s) would be rebuilt; building")
-    work = build_pass(tree, env, standin, log, jobs)
-    check_retarget_kept(CMakeCache.load(build_dir / "CMakeCache.txt"), target, guarded)
-    python_targets = set(python_linked_targets("linux-64"))
-    objects, linked = classify(work, python_targets)
+    work = build_pass(real)
+    check_retarget_kept(CMakeCache.load(real.build_dir / "CMakeCache.txt"), target, guarded)
+    objects, linked = classify(work, set(python_linked_targets("linux-64")))
     result = PassResult(f"4 pytorch (py{target.short})", target.short, would_run=would_run)
     result.objects, result.linked, result.generators = objects, linked, len(work.other)
     result.cache_changes = len(changes)
@@ -382,7 +398,7 @@ def summary(results: list[PassResult], per_python_objects: int, edges: int) -> d
         "compile_work_ratio": round(compiled / limit, 4) if limit else None,
         "non_python_edges_rerun": sum(r.non_python_edges for r in later),
         "stale_after_pass1": len(first.stale_after_pass1),
-        "not_measured": "the MAGMA pass: the graph is CPU-only (no CUDA here); its proof stays the stand-in's",
+        "not_measured": "the MAGMA pass: the graph is CPU-only (no CUDA here); the stand-in proves it",
     }
 
 
@@ -439,16 +455,12 @@ def main(argv: list[str] | None = None) -> int:
         source = debian_source(args.debian_cache)
         tree = fresh_tree(source, args.work)
         env = dict(os.environ, **BUILD_ENV, MAX_JOBS=args.jobs)
-        standin = StandIn.create(args.work)
-        log = args.work / "build.log"
-        log.write_text("")
-        results = [pass_one(tree, pythons[0], env, standin, log, args.jobs)]
-        for python in pythons[1:]:
-            results.append(python_pass(tree, python, env, standin, log, args.jobs))
-        build_dir = tree / "build"
-        totals = summary(
-            results, python_linked_objects(build_dir, env), len(ninja_graph.commands(build_dir, env))
-        )
+        real = RealBuild(tree, env, StandIn.create(args.work), args.work / "build.log", args.jobs)
+        real.log.write_text("")
+        results = [pass_one(real, pythons[0])]
+        results += [python_pass(real, python) for python in pythons[1:]]
+        edges = len(ninja_graph.commands(real.build_dir, env))
+        totals = summary(results, python_linked_objects(real.build_dir, env), edges)
     except (Failed, ninja_graph.GraphError) as exc:
         print(f"megabuild_real_graph: {exc}", file=sys.stderr)
         return 1
@@ -470,10 +482,10 @@ def main(argv: list[str] | None = None) -> int:
     write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
     print(table(results))
     print(
-        f"compile-work ratio {totals['compile_work_ratio']} ({totals['objects_compiled']} objects compiled / limit "
-        f"{totals['limit']} = pass 1 + {totals['python_linked_objects_in_graph']} Python-linked x {len(results) - 1}); "
-        f"non-Python edges re-run after pass 1: {totals['non_python_edges_rerun']}; "
-        f"left stale by pass 1: {totals['stale_after_pass1']}; {totals['seconds']:.0f} s; report {report_path}"
+        f"compile-work ratio {totals['compile_work_ratio']}: {totals['objects_compiled']} objects compiled, "
+        f"limit {totals['limit']} = pass 1 + {totals['python_linked_objects_in_graph']} Python-linked "
+        f"x {len(results) - 1}; non-Python edges re-run after pass 1: {totals['non_python_edges_rerun']}; "
+        f"left stale by pass 1: {totals['stale_after_pass1']}; {totals['seconds']:.0f} s; {report_path}"
     )
     return 0
 

@@ -27,13 +27,20 @@ needs_toolchain = pytest.mark.skipif(not have_toolchain("gcc"), reason="needs cm
 
 def link_command(output: str, link_libraries: str) -> str:
     """A link command as CMake's Ninja generator writes it for these libraries (objects left out)."""
-    return f"/usr/bin/c++ -fPIC -O2 -shared -Wl,-soname,{output.rsplit('/', 1)[-1]} -o {output} {link_libraries}"
+    return (
+        f"/usr/bin/c++ -fPIC -O2 -shared -Wl,-soname,{output.rsplit('/', 1)[-1]} -o {output} {link_libraries}"
+    )
 
 
 def test_the_real_first_reconfigure_rewrites_the_libtorch_link_lines():
-    first = [link_command(out, lines["first_configure"]) for out, lines in REAL_GRAPH["link_libraries"].items()]
+    first = [
+        link_command(out, lines["first_configure"]) for out, lines in REAL_GRAPH["link_libraries"].items()
+    ]
     later = [link_command(out, lines["reconfigure"]) for out, lines in REAL_GRAPH["link_libraries"].items()]
-    assert ninja_graph.changed_outputs(first, later) == ["lib/libtorch_cpu.so.2.6.0", "lib/libtorch_python.so.2.6.0"]
+    assert ninja_graph.changed_outputs(first, later) == [
+        "lib/libtorch_cpu.so.2.6.0",
+        "lib/libtorch_python.so.2.6.0",
+    ]
     assert ninja_graph.changed_outputs(later, later) == []
     for lines in REAL_GRAPH["link_libraries"].values():
         assert "/usr/lib/x86_64-linux-gnu/libfmt.so" in lines["first_configure"].split()
@@ -57,11 +64,15 @@ class _Ctx:
 
 
 def test_a_relink_of_libtorch_cpu_fails_a_strict_python_pass_and_warns_otherwise(capsys):
-    relink = PassWork(objects=[], linked=["lib/libtorch_cpu.so.2.6.0", "lib/libtorch_python.so.2.6.0"], other=[])
+    relink = PassWork(
+        objects=[], linked=["lib/libtorch_cpu.so.2.6.0", "lib/libtorch_python.so.2.6.0"], other=[]
+    )
     expected = ["torch_python", "_C", "nnapi_backend"]
     with pytest.raises(PassFailed, match=r"linked 1 file\(s\) .*first lib/libtorch_cpu.so.2.6.0"):
         _check_work(_Ctx(strict=True), "4 pytorch (py3.11)", relink, expected)
-    assert _check_work(_Ctx(strict=False), "4 pytorch (py3.11)", relink, expected) == ["lib/libtorch_cpu.so.2.6.0"]
+    assert _check_work(_Ctx(strict=False), "4 pytorch (py3.11)", relink, expected) == [
+        "lib/libtorch_cpu.so.2.6.0"
+    ]
     assert "WARNING" in capsys.readouterr().out
     own = PassWork(objects=[], linked=["lib/libtorch_python.so.2.6.0", "lib/libnnapi_backend.so"], other=[])
     assert _check_work(_Ctx(strict=True), "4 pytorch (py3.11)", own, expected) == []
@@ -69,7 +80,9 @@ def test_a_relink_of_libtorch_cpu_fails_a_strict_python_pass_and_warns_otherwise
 
 def _configure(source: Path, build: Path) -> dict[str, str]:
     env = dict(os.environ)
-    subprocess.run(["cmake", "-G", "Ninja", "-S", str(source), "-B", str(build)], check=True, capture_output=True)
+    subprocess.run(
+        ["cmake", "-G", "Ninja", "-S", str(source), "-B", str(build)], check=True, capture_output=True
+    )
     return env
 
 
@@ -100,7 +113,9 @@ def test_a_graph_that_never_settles_is_an_error(tmp_path):
     def reconfigure_with_new_flags(build_dir: Path, environ) -> None:
         # every reconfigure writes another command line, as a configure reading a clock or a counter would
         calls.append(1)
-        subprocess.run(["cmake", f"-DCMAKE_C_FLAGS=-DRUN={len(calls)}", str(build_dir)], check=True, capture_output=True)
+        subprocess.run(
+            ["cmake", f"-DCMAKE_C_FLAGS=-DRUN={len(calls)}", str(build_dir)], check=True, capture_output=True
+        )
 
     with pytest.raises(ninja_graph.GraphError, match=r"still changes after 3 reconfigures"):
         ninja_graph.settle(build, env, run_reconfigure=reconfigure_with_new_flags)
@@ -114,7 +129,8 @@ def test_would_run_names_the_compile_and_link_edges_of_a_dry_run(tmp_path):
     (tmp_path / "build.ninja").write_text(
         "rule cp\n  command = cp $in $out\n  description = $desc\n"
         "build gen.c: cp src.c\n  desc = Generating gen.c\n"
-        "build CMakeFiles/core.dir/gen.c.o: cp gen.c\n  desc = Building C object CMakeFiles/core.dir/gen.c.o\n"
+        "build CMakeFiles/core.dir/gen.c.o: cp gen.c\n"
+        "  desc = Building C object CMakeFiles/core.dir/gen.c.o\n"
         "build libcore.so: cp CMakeFiles/core.dir/gen.c.o\n  desc = Linking C shared library libcore.so\n"
     )
     (tmp_path / "src.c").write_text("int x;\n")

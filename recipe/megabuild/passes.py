@@ -193,7 +193,7 @@ def _settle_graph(ctx: PassContext) -> None:
     if settled.rewritten:
         say(
             f"the first reconfigure rewrote {len(settled.rewritten)} command line(s) (first "
-            f"{settled.rewritten[0]}); settled after {settled.reconfigures} reconfigure(s), before any compile"
+            f"{settled.rewritten[0]}); settled after {settled.reconfigures} reconfigure(s), before compiling"
         )
 
 
@@ -600,8 +600,9 @@ def _check_work(ctx: PassContext, name: str, work: PassWork, expected: list[str]
     unexpected += [o for o in work.linked if target_of_linked(o) not in allowed]
     if unexpected:
         message = (
-            f"{name} compiled or linked {len(unexpected)} file(s) outside {', '.join(expected) or 'nothing'}, "
-            f"first {unexpected[0]}: an upstream cause of needless rebuilds (docs/megabuild.md)"
+            f"{name} compiled or linked {len(unexpected)} file(s) outside "
+            f"{', '.join(expected) or 'nothing'}, first {unexpected[0]}: an upstream cause of needless "
+            "rebuilds (docs/megabuild.md)"
         )
         if ctx.options.strict:
             raise PassFailed(message)
