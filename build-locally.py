@@ -46,8 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from feedstock_tools.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
-from feedstock_tools.run_lock import LockBusy, RunLock  # noqa: E402
+from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
+from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"

@@ -3,7 +3,7 @@
 
 The shell scripts stay thin: which conda-build front end to run (``conda_build_tool``), the packages
 that front end needs, the test policy (``test``) and what it means for one configuration (conda-build's
-``--no-test``, or nothing; feedstock_tools/ci_test_policy.py) are decided here, from the same
+``--no-test``, or nothing; feedstock_tools/ci/ci_test_policy.py) are decided here, from the same
 conda-forge.yml conda-smithy reads. Standard library only: it runs inside the build container before
 anything is installed.
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 FEEDSTOCK_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(FEEDSTOCK_ROOT))
 
-from feedstock_tools.ci_files import CiFileError, read  # noqa: E402  (needs the path above)
-from feedstock_tools.ci_test_policy import (  # noqa: E402
+from feedstock_tools.ci.ci_files import CiFileError, read  # noqa: E402  (needs the path above)
+from feedstock_tools.ci.ci_test_policy import (  # noqa: E402
     SUBDIRS,
     PackageTestError,
     ensure_emulator,

@@ -11,19 +11,20 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from feedstock_tools.errors import ToolError
+from feedstock_tools.common.errors import ToolError
 
-# Modules that provide subcommands, in the order `--help` lists them. Add yours on its own line.
+# Modules that provide subcommands (dotted paths under feedstock_tools), in the order `--help` lists them.
+# Add yours on its own line.
 TOOL_MODULES: tuple[str, ...] = (
-    "deps",
-    "graph",
-    "cache_diff",
-    "check",
-    "rehearsal",
-    "recipe_render",
-    "wheel_layout",
-    "gpu_check",
-    "ci_support",
+    "maintainer.deps",
+    "maintainer.graph",
+    "maintainer.cache_diff",
+    "maintainer.check",
+    "proofs.rehearsal",
+    "conda.recipe_render",
+    "proofs.wheel_layout",
+    "proofs.gpu_check",
+    "ci.ci_support",
 )
 
 

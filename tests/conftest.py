@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from feedstock_tools.errors import ToolError
-from feedstock_tools.rehearsal import prefixes
-from feedstock_tools.rehearsal.harness import DEFAULT_WORK_ROOT
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.proofs.rehearsal import prefixes
+from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT
 
 # The CPythons of the recipe's Python matrix this project's machines and CI have (3.14 is not installed).
 HOST_PYTHONS = ("3.10", "3.11", "3.12", "3.13")

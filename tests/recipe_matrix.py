@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedstock_tools.recipe_render import load_variant_config, parse_variant_yaml
-from feedstock_tools.selectors import select_lines, selector_namespace
+from feedstock_tools.conda.recipe_render import load_variant_config, parse_variant_yaml
+from feedstock_tools.conda.selectors import select_lines, selector_namespace
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipe"

@@ -25,7 +25,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from feedstock_tools.run_lock import RunLock
+from feedstock_tools.common.run_lock import RunLock
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_NAMES = sorted(path.stem for path in (REPO / ".ci_support").glob("*.yaml"))
@@ -99,8 +99,16 @@ def feedstock(tmp_path: Path) -> Feedstock:
     shutil.copy2(REPO / "conda-forge.yml", root)
     shutil.copytree(REPO / ".scripts", root / ".scripts")
     shutil.copytree(REPO / ".ci_support", root / ".ci_support")
-    (root / "feedstock_tools").mkdir()
-    for module in ("__init__.py", "ci_files.py", "errors.py", "run_lock.py"):
+    # only the standard-library modules build-locally.py imports: it must run on a bare Python
+    for module in (
+        "__init__.py",
+        "ci/__init__.py",
+        "ci/ci_files.py",
+        "common/__init__.py",
+        "common/errors.py",
+        "common/run_lock.py",
+    ):
+        (root / "feedstock_tools" / module).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / "feedstock_tools" / module, root / "feedstock_tools" / module)
     (root / "recipe").mkdir()
     bin_dir = tmp_path / "bin"

@@ -10,7 +10,7 @@ import pytest
 from cmake_builds import STANDIN, configure, have_toolchain, install_standin_magma
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.cache_diff import cache_changes
+from feedstock_tools.maintainer.cache_diff import cache_changes
 
 pytestmark = pytest.mark.skipif(
     not have_toolchain(), reason="needs cmake, ninja and g++ (.ci/run installs them)"

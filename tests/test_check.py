@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.check import Finding, listed_patches, patch_header_problem, run_checks
+from feedstock_tools.maintainer.check import Finding, listed_patches, patch_header_problem, run_checks
 
 REPO = Path(__file__).resolve().parents[1]
 # This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).

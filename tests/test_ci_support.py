@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from feedstock_tools import ci_support, ci_workflow, forge_config, smithy_templates, used_vars, variants
-from feedstock_tools.errors import ToolError
-from feedstock_tools.pinning import locate_pinning
+from feedstock_tools.ci import ci_support, ci_workflow, forge_config, smithy_templates
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.conda import used_vars, variants
+from feedstock_tools.conda.pinning import locate_pinning
 
 REPO = ci_support.REPO_ROOT
 # This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).

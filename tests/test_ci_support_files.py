@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from feedstock_tools import ci_files
+from feedstock_tools.ci import ci_files
 
 REPO = Path(__file__).resolve().parents[1]
 CI_FILES = [*sorted((REPO / ".ci_support").glob("*.yaml")), REPO / "conda-forge.yml"]

@@ -1,4 +1,4 @@
-"""Which CI jobs run their packages' tests (feedstock_tools/ci_test_policy.py, .scripts/ci_settings.py)."""
+"""Which CI jobs run their packages' tests (feedstock_tools/ci/ci_test_policy.py, .scripts/ci_settings.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from feedstock_tools.ci_test_policy import (
+from feedstock_tools.ci.ci_test_policy import (
     ROSETTA_INSTALL,
     PackageTestError,
     ensure_emulator,
@@ -100,9 +100,9 @@ def scripts_copy(tmp_path: Path) -> Path:
     """.scripts, conda-forge.yml and .ci_support with only the standard-library modules the scripts use."""
     shutil.copytree(REPO / ".scripts", tmp_path / ".scripts")
     shutil.copytree(REPO / ".ci_support", tmp_path / ".ci_support")
-    (tmp_path / "feedstock_tools").mkdir()
-    for module in ("__init__.py", "ci_files.py", "ci_test_policy.py"):
-        shutil.copy2(REPO / "feedstock_tools" / module, tmp_path / "feedstock_tools")
+    for module in ("__init__.py", "ci/__init__.py", "ci/ci_files.py", "ci/ci_test_policy.py"):
+        (tmp_path / "feedstock_tools" / module).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / "feedstock_tools" / module, tmp_path / "feedstock_tools" / module)
     shutil.copy2(REPO / "conda-forge.yml", tmp_path / "conda-forge.yml")
     return tmp_path
 

@@ -17,8 +17,8 @@ import pytest
 from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, RULES
 from megabuild.staging import StagingError, UpstreamTrees, classify, files_by_package
 
-from feedstock_tools.errors import ToolError
-from feedstock_tools.wheel_layout import (
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.proofs.wheel_layout import (
     ListedFile,
     read_file_list,
     run,

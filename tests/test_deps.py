@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.deps import DEFAULT_RECIPE, Table, build_table, render_markdown
-from feedstock_tools.upstream_versions import normalise_name, parse_requirement
-from feedstock_tools.version_compare import satisfies, values_agree
+from feedstock_tools.maintainer.deps import DEFAULT_RECIPE, Table, build_table, render_markdown
+from feedstock_tools.maintainer.upstream_versions import normalise_name, parse_requirement
+from feedstock_tools.maintainer.version_compare import satisfies, values_agree
 
 # This project's copy of conda-forge's pinning, named explicitly (deps looks elsewhere by default).
 DEFAULT_PINNING = Path(__file__).resolve().parents[2] / "shared" / "data" / "conda-forge-pinning"

@@ -30,8 +30,8 @@ from megabuild.cmake_cache import CMakeCache
 from megabuild.staging import tree_files
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
-from feedstock_tools.rehearsal.harness import Rehearsal
-from feedstock_tools.run_lock import LockBusy
+from feedstock_tools.common.run_lock import LockBusy
+from feedstock_tools.proofs.rehearsal.harness import Rehearsal
 
 if TYPE_CHECKING:
     from conftest import HostPython

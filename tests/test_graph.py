@@ -12,8 +12,8 @@ import pytest
 from cmake_builds import STANDIN, build, configure, have_toolchain, install_standin_magma
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.build_structure import read_build_structure
-from feedstock_tools.graph import reduced_edges, render_dot
+from feedstock_tools.maintainer.build_structure import read_build_structure
+from feedstock_tools.maintainer.graph import reduced_edges, render_dot
 
 needs_toolchain = pytest.mark.skipif(
     not have_toolchain("readelf"), reason="needs cmake, ninja, g++ and readelf (.ci/run installs them)"

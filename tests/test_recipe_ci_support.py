@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from recipe_matrix import CI_SUPPORT, CONFIGURATIONS, RECIPE, Configuration, ci_support_jobs
 
-from feedstock_tools.recipe_render import render_recipe
+from feedstock_tools.conda.recipe_render import render_recipe
 
 JOBS = ci_support_jobs()
 

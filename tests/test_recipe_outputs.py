@@ -15,8 +15,13 @@ from functools import cache
 import pytest
 from recipe_matrix import CONFIGURATIONS, PINNING, RECIPE, Configuration, ci_support_jobs, variant_config
 
-from feedstock_tools.recipe_render import RenderedOutput, RenderedRecipe, parse_variant_yaml, render_recipe
-from feedstock_tools.selectors import select_lines, selector_namespace
+from feedstock_tools.conda.recipe_render import (
+    RenderedOutput,
+    RenderedRecipe,
+    parse_variant_yaml,
+    render_recipe,
+)
+from feedstock_tools.conda.selectors import select_lines, selector_namespace
 
 VERSION = "2.13.0"
 PYTHONS = {"310", "311", "312", "313", "314"}

@@ -1,4 +1,4 @@
-"""The conda-build render emulation (feedstock_tools/recipe_render.py) on small recipes made in tmp_path."""
+"""The conda-build render emulation (feedstock_tools/conda/recipe_render.py) on small recipes in tmp_path."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.errors import ToolError
-from feedstock_tools.first_pass import render_first_pass
-from feedstock_tools.recipe_render import (
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.conda.first_pass import render_first_pass
+from feedstock_tools.conda.recipe_render import (
     apply_pin_expressions,
     expand_variants,
     find_used_variables_in_text,

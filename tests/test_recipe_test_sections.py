@@ -86,7 +86,7 @@ def _upstream_runs(recipe) -> dict[str, list[str]]:
     "configuration", [c for c in CONFIGURATIONS if c.subdir == "linux-aarch64"], ids=lambda c: c.id
 )
 def test_emulated_aarch64_runs_the_upstream_subset_for_python_3_12_only(configuration: Configuration) -> None:
-    from feedstock_tools.recipe_render import render_recipe
+    from feedstock_tools.conda.recipe_render import render_recipe
     from tests.test_recipe_outputs import variant_config
 
     # on CI: cross-compiled on linux-64, tested under qemu (conda-forge.yml build_platform, test policy)

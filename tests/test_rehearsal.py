@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from megabuild import activation
 
-from feedstock_tools.rehearsal import ninja_log, report
-from feedstock_tools.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
-from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, load_config
+from feedstock_tools.proofs.rehearsal import ninja_log, report
+from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
+from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, load_config
 
 pytestmark = pytest.mark.rehearsal
 

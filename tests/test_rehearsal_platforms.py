@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from feedstock_tools.rehearsal import target as targets
-from feedstock_tools.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
-from feedstock_tools.rehearsal.plan import TOP_LEVEL_NAME, load_config
+from feedstock_tools.proofs.rehearsal import target as targets
+from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
+from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, load_config
 
 pytestmark = pytest.mark.rehearsal
 
@@ -52,7 +52,7 @@ def _readelf(path: Path, tag: str) -> list[str]:
 
 
 def test_osx_cross_compiles_each_object_once_and_passes_strict(osx_cross: Rehearsal):
-    from feedstock_tools.rehearsal import report
+    from feedstock_tools.proofs.rehearsal import report
 
     assert all(result.ok for result in osx_cross.results)
     ratio = report.work_ratio(osx_cross)
@@ -80,7 +80,7 @@ def test_osx_cross_pytorch_packages_carry_the_darwin_extension(osx_cross: Rehear
 
 
 def test_osx_cross_packages_import(osx_cross: Rehearsal):
-    from feedstock_tools.rehearsal import report
+    from feedstock_tools.proofs.rehearsal import report
 
     checks = report.import_checks(osx_cross)
     assert checks and all(check.ok for check in checks), [c.detail for c in checks if not c.ok]

@@ -13,8 +13,8 @@ import pytest
 from megabuild.cmake_cache import CMakeCache
 from megabuild.python_target import python_linked_targets
 
-from feedstock_tools.rehearsal import ninja_log
-from feedstock_tools.rehearsal.harness import DEFAULT_STANDIN
+from feedstock_tools.proofs.rehearsal import ninja_log
+from feedstock_tools.proofs.rehearsal.harness import DEFAULT_STANDIN
 
 if TYPE_CHECKING:
     from conftest import HostPython

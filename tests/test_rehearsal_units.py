@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.errors import ToolError
-from feedstock_tools.rehearsal import ninja_log, resolve_config
-from feedstock_tools.rehearsal.harness import REPO_ROOT, Rehearsal, reversed_variants
-from feedstock_tools.rehearsal.plan import Step, plan_steps, python_minor, work_name
-from feedstock_tools.rehearsal.relocation import relocated_rpath
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.proofs.rehearsal import ninja_log, resolve_config
+from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal, reversed_variants
+from feedstock_tools.proofs.rehearsal.plan import Step, plan_steps, python_minor, work_name
+from feedstock_tools.proofs.rehearsal.relocation import relocated_rpath
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 
@@ -37,7 +37,7 @@ def test_python_minor_rejects_garbage() -> None:
 
 
 def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
-    from feedstock_tools.recipe_render import render_recipe
+    from feedstock_tools.conda.recipe_render import render_recipe
 
     config = _first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml")
     steps = plan_steps(config, REPO_ROOT / "recipe")
@@ -141,7 +141,7 @@ def test_unknown_config_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_osx_configurations_are_simulated_and_windows_is_refused() -> None:
-    from feedstock_tools.rehearsal.target import target_for
+    from feedstock_tools.proofs.rehearsal.target import target_for
 
     rehearsal = Rehearsal(_first("osx_*.yaml"), work_root=Path(os.devnull))
     assert rehearsal.target.macos and rehearsal.target.shlib_ext == ".dylib"
@@ -152,7 +152,7 @@ def test_osx_configurations_are_simulated_and_windows_is_refused() -> None:
 
 
 def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> None:
-    from feedstock_tools.rehearsal.target import target_for
+    from feedstock_tools.proofs.rehearsal.target import target_for
 
     # this feedstock: macOS on Apple silicon, linux-aarch64 cross-compiled on linux-64
     osx_64, osx_arm64 = target_for("osx-64", REPO_ROOT), target_for("osx-arm64", REPO_ROOT)

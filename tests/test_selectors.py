@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from feedstock_tools.selectors import SelectorError, select_lines, selector_namespace
+from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
 
 PINNING = Path(__file__).resolve().parents[2] / "shared" / "data" / "conda-forge-pinning"
 

@@ -1,0 +1,146 @@
+"""conda-build's line selectors (``# [linux and cuda_compiler_version != "None"]``), reproduced.
+
+conda-build keeps or drops every line of ``meta.yaml`` and ``conda_build_config.yaml`` that ends in a
+``[...]`` selector by evaluating the bracketed Python expression in a namespace of platform flags
+(``linux``, ``osx``, ``x86_64``, ``aarch64`` …), ``py``/``np``, ``os``/``environ`` and the variant's keys.
+This module builds that namespace from a conda subdir and a variant, the way conda-build's ``ns_cfg``
+does, so that the project's tools see the same lines conda-build sees.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# conda-build's selector pattern: content, optional comment, then a bracketed expression at line end.
+SELECTOR_LINE = re.compile(r"(.+?)\s*(#.*)?\[([^\[\]]+)\](?(2)[^\(\)]*)$")
+
+KNOWN_SUBDIRS = ("linux-64", "linux-aarch64", "linux-ppc64le", "osx-64", "osx-arm64", "win-64")
+# Architectures that conda-build exposes as their own flag (everything that is not plain x86).
+NON_X86_MACHINES = ("armv6l", "armv7l", "aarch64", "arm64", "ppc64", "ppc64le", "s390x", "riscv64")
+
+
+class SelectorError(ValueError):
+    """A selector could not be evaluated; the message names the line."""
+
+
+def python_selector_number(python_spec: str) -> int:
+    """``"3.12.* *_cpython"`` -> ``312``, the value of conda-build's ``py`` selector."""
+    version = python_spec.split(" ", maxsplit=1)[0]
+    major_minor = version.replace("*", "").strip(".").split(".")[:2]
+    return int("".join(major_minor))
+
+
+def selector_namespace(
+    subdir: str,
+    variant: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    build_subdir: str | None = None,
+) -> dict[str, Any]:
+    """The names a selector may use for a build of ``subdir`` with ``variant`` (conda-build ``ns_cfg``)."""
+    if subdir not in KNOWN_SUBDIRS:
+        raise SelectorError(f"unknown conda subdir {subdir!r}; expected one of {', '.join(KNOWN_SUBDIRS)}")
+    variant = dict(variant or {})
+    environ = dict(os.environ if environ is None else environ)
+    arch = subdir.split("-", 1)[1]
+    namespace: dict[str, Any] = {
+        "linux": subdir.startswith("linux-"),
+        "linux32": subdir == "linux-32",
+        "linux64": subdir == "linux-64",
+        "arm": subdir.startswith("linux-arm"),
+        "osx": subdir.startswith("osx-"),
+        "unix": subdir.startswith(("linux-", "osx-")),
+        "win": subdir.startswith("win-"),
+        "win32": subdir == "win-32",
+        "win64": subdir == "win-64",
+        "x86": subdir.endswith(("-32", "-64")),
+        "x86_64": subdir.endswith("-64"),
+        "os": _OsWithEnviron(environ),
+        "environ": environ,
+        "nomkl": bool(int(environ.get("FEATURE_NOMKL", "0") or 0)),
+        "build_platform": build_subdir or subdir,
+    }
+    for machine in NON_X86_MACHINES:
+        namespace[machine] = arch == machine
+    python = variant.get("python")
+    if isinstance(python, list | tuple):
+        python = python[0]
+    py = python_selector_number(str(python)) if python else 312
+    namespace.update(py=py, py3k=py >= 30, py2k=py < 30)
+    numpy = variant.get("numpy")
+    namespace["np"] = int("".join(str(numpy).split(".")[:2])) if numpy else None
+    # Variant keys come last and do not shadow the platform flags; numbers and "true"/"false" are
+    # converted as conda-build does, so `c_compiler_version >= 14` and `megabuild` read naturally.
+    for key, value in variant.items():
+        if key in namespace:
+            continue
+        namespace[key] = _selector_value(value)
+    return namespace
+
+
+def _selector_value(value: Any) -> Any:
+    if isinstance(value, bool | int):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        return value
+
+
+class _OsWithEnviron:
+    """``os`` as selectors see it, with ``os.environ`` bound to the environment given (not the caller's)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+
+class _UnknownNamesAreFalse(dict):
+    """A namespace in which a name nobody defined reads as False, as conda-build's eval_selector does."""
+
+    def __missing__(self, key: str) -> bool:
+        return False
+
+
+def evaluate_selector(expression: str, namespace: Mapping[str, Any], strict: bool = False) -> bool:
+    """Evaluate one bracketed selector expression.
+
+    conda-build reads a name it does not know as False (``magma_variant`` on a platform that lacks the
+    key); ``strict=True`` makes it an error instead, which catches typos in a recipe we own.
+    """
+    names = dict(namespace) if strict else _UnknownNamesAreFalse(namespace)
+    try:
+        return bool(eval(expression, {"__builtins__": {}}, names))
+    except Exception as exc:
+        raise SelectorError(f"invalid selector [{expression}]: {exc}") from exc
+
+
+def select_lines(text: str, namespace: Mapping[str, Any], strict: bool = False) -> str:
+    """Apply line selectors to ``text``: keep unselected lines and lines whose selector is true.
+
+    Comment-only lines are dropped, and a kept line loses its selector and trailing comment,
+    exactly like conda-build's ``select_lines``. ``strict`` as in :func:`evaluate_selector`.
+    """
+    kept: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip()
+        if line.lstrip().startswith("#"):
+            continue
+        trailing_quote = line[-1] if line and line[-1] in "'\"" else ""
+        match = SELECTOR_LINE.match(line)
+        if not match:
+            kept.append(line)
+            continue
+        try:
+            keep = evaluate_selector(match.group(3), namespace, strict)
+        except SelectorError as exc:
+            raise SelectorError(f"line {number}: {exc}") from None
+        if keep:
+            kept.append(match.group(1) + trailing_quote)
+    return "\n".join(kept) + "\n"

@@ -1,0 +1,362 @@
+"""``check``: the recipe's consistency rules, checked on the recipe as conda-build would render it.
+
+Fails with one line per finding when
+
+* a file in ``recipe/patches/`` is not listed in ``meta.yaml``, a listed patch is missing, or a patch lacks
+  its ``git format-patch`` header saying why it exists and its upstream status;
+* an output's host requirements drift from the top-level build's (the megabuild passes re-run CMake in
+  pass 1's cache, so they must see the same dependencies);
+* an output has no test;
+* a build number or build string breaks the recipe's rules (CUDA +200, MKL +100, MAGMA linalg +50;
+  ``cuda{ver}_{blas}_h{hash}_{n}`` / ``cpu_{blas}_h{hash}_{n}``, ``pytorch`` adds ``_py{CONDA_PY}``,
+  ``libtorch-cuda-linalg`` adds ``_magma`` / ``_nomagma``);
+* a ``.ci_support`` file is missing, extra or stale (the CI layer's own generator decides);
+* the build driver's staging table names a package the recipe does not build with a script, or the
+  reverse.
+
+Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from feedstock_tools.ci import ci_support
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.recipe_render import (
+    RenderedOutput,
+    RenderedRecipe,
+    parse_variant_yaml,
+    render_recipe,
+)
+from feedstock_tools.conda.selectors import python_selector_number
+
+# Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
+CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
+LINALG = "libtorch-cuda-linalg"
+PYTORCH = "pytorch"
+PATCH_SUFFIXES = (".patch", ".diff")
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """How an output's host requirements relate to the top-level (pass 1) host requirements."""
+
+    all_of_top_level: bool  # must hold every top-level host package (it re-runs pass 1's CMake cache)
+    extras: tuple[str, ...] = ()  # packages it may add
+    own_python: bool = False  # carries its own python (one per variant) instead of pass 1's
+
+
+# Outputs with a build script; an output not listed must hold a subset of the top-level host.
+HOST_RULES: dict[str, HostRule] = {
+    "libtorch": HostRule(all_of_top_level=False),
+    LINALG: HostRule(all_of_top_level=True, extras=("libmagma-devel",)),
+    # libmagma-devel (CUDA): the re-run of pass 1's cache after the MAGMA pass must find MAGMA again
+    PYTORCH: HostRule(all_of_top_level=True, extras=("libtorch", "libmagma-devel"), own_python=True),
+}
+SUBSET_RULE = HostRule(all_of_top_level=False)
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    where: str
+    message: str
+
+    def line(self) -> str:
+        return f"[{self.rule}] {self.where}: {self.message}"
+
+
+# --- patches ---------------------------------------------------------------------------------------------
+
+_LISTED_PATCH = re.compile(r"^\s*-\s+([^\s#]+\.(?:patch|diff))\b", re.MULTILINE)
+
+
+def listed_patches(meta_text: str) -> list[str]:
+    """Patch paths (relative to the recipe) listed in ``meta.yaml``, whatever their selectors."""
+    return list(dict.fromkeys(_LISTED_PATCH.findall(meta_text)))
+
+
+def patch_header_problem(text: str) -> str | None:
+    """Why a patch's header is not a ``git format-patch`` header with a why and an upstream status."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("From "):
+        return "not a git format-patch file (first line is not 'From <commit> ...')"
+    try:
+        separator = lines.index("---")
+    except ValueError:
+        return "no '---' line ending the commit message"
+    header = lines[:separator]
+    if not any(line.startswith("Subject:") for line in header):
+        return "no Subject: line"
+    blank = next((i for i, line in enumerate(header) if not line.strip()), None)
+    body = [line for line in header[blank + 1 :] if line.strip()] if blank is not None else []
+    if not body:
+        return "commit message has no body saying why the patch exists"
+    if not any("upstream" in line.lower() for line in header):
+        return "commit message does not state the upstream status"
+    return None
+
+
+def check_patches(recipe_dir: Path) -> list[Finding]:
+    meta = recipe_dir / "meta.yaml"
+    listed = listed_patches(meta.read_text(encoding="utf-8"))
+    present = sorted(
+        path.relative_to(recipe_dir).as_posix()
+        for path in recipe_dir.rglob("*")
+        if path.suffix in PATCH_SUFFIXES and path.is_file()
+    )
+    findings = [
+        Finding("patch-unlisted", f"recipe/{path}", "patch file is not listed in meta.yaml's source.patches")
+        for path in present
+        if path not in listed
+    ]
+    for path in listed:
+        patch = recipe_dir / path
+        if not patch.is_file():
+            findings.append(
+                Finding("patch-missing", f"recipe/{path}", "listed in meta.yaml but the file is missing")
+            )
+            continue
+        problem = patch_header_problem(patch.read_text(encoding="utf-8", errors="replace"))
+        if problem:
+            findings.append(Finding("patch-header", f"recipe/{path}", problem))
+    return findings
+
+
+# --- rendered recipe: tests, host requirements, build numbers and strings ----------------------------------
+
+
+def _specs(requirements: Iterable[str]) -> dict[str, str]:
+    return {spec.split()[0]: spec for spec in requirements}
+
+
+def check_tests(config: str, rendered: RenderedRecipe) -> list[Finding]:
+    return [
+        Finding(
+            "no-test", f"{config}: {output.dist}", "output has no test section (commands, imports or script)"
+        )
+        for output in rendered.outputs
+        if not any(
+            output.test.get(key) for key in ("commands", "imports", "script", "source_files", "requires")
+        )
+    ]
+
+
+def check_host(config: str, rendered: RenderedRecipe) -> list[Finding]:
+    top = rendered.top_level
+    if top is None:
+        return []
+    top_host = _specs(top.requirements.host)
+    findings = []
+    for output in rendered.outputs:
+        if output.script is None:
+            continue
+        rule = HOST_RULES.get(output.name, SUBSET_RULE)
+        host = _specs(output.requirements.host)
+        where = f"{config}: {output.dist}"
+        skip = {"python"} if rule.own_python else set()
+        for name in sorted(set(host) & set(top_host) - skip):
+            if host[name] != top_host[name]:
+                findings.append(
+                    Finding(
+                        "host-drift",
+                        where,
+                        f"host has '{host[name]}', the top-level build '{top_host[name]}'",
+                    )
+                )
+        extras = sorted(set(host) - set(top_host) - set(rule.extras) - skip)
+        if extras:
+            findings.append(
+                Finding("host-drift", where, f"host adds {', '.join(extras)} (not in the top-level host)")
+            )
+        if rule.all_of_top_level:
+            missing = sorted(set(top_host) - set(host) - skip)
+            if missing:
+                findings.append(
+                    Finding("host-drift", where, f"host lacks {', '.join(missing)} of the top-level host")
+                )
+    return findings
+
+
+def _flags(config_data: Mapping[str, Any]) -> tuple[str, str]:
+    """(flavour, blas) of a configuration: ``cuda129``/``cpu`` and ``mkl``/``generic``."""
+    cuda = str(_first(config_data.get("cuda_compiler_version"), "None"))
+    flavour = "cpu" if cuda == "None" else "cuda" + cuda.replace(".", "")
+    return flavour, str(_first(config_data.get("blas_impl"), "generic"))
+
+
+def _first(value: Any, default: Any) -> Any:
+    if isinstance(value, list):
+        return value[0] if value else default
+    return default if value is None else value
+
+
+def expected_number(base: int, flavour: str, blas: str, output: RenderedOutput) -> int:
+    number = base + (CUDA_OFFSET if flavour != "cpu" else 0) + (MKL_OFFSET if blas == "mkl" else 0)
+    if output.name == LINALG and output.variant.get("magma_variant") == "magma":
+        number += MAGMA_OFFSET
+    return number
+
+
+def expected_string_pattern(flavour: str, blas: str, output: RenderedOutput) -> str:
+    middle = ""
+    if output.name == PYTORCH:
+        middle = f"_py{python_selector_number(str(output.variant.get('python', '0.0')))}"
+    elif output.name == LINALG:
+        middle = f"_{output.variant.get('magma_variant', '(magma_variant missing)')}"
+    return rf"{re.escape(flavour)}_{re.escape(blas)}{re.escape(middle)}_h[0-9a-f]{{7}}_{output.build_number}"
+
+
+def top_level_base(config_data: Mapping[str, Any], rendered: RenderedRecipe) -> int | None:
+    """The recipe's build number with this configuration's CUDA/MKL offsets taken off again."""
+    if rendered.top_level is None:
+        return None
+    flavour, blas = _flags(config_data)
+    number = int(rendered.top_level.build.get("number", 0))
+    return number - (CUDA_OFFSET if flavour != "cpu" else 0) - (MKL_OFFSET if blas == "mkl" else 0)
+
+
+def check_build_ids(
+    config: str, config_data: Mapping[str, Any], rendered: RenderedRecipe, base: int
+) -> list[Finding]:
+    flavour, blas = _flags(config_data)
+    findings = []
+    for output in rendered.outputs:
+        where = f"{config}: {output.dist}"
+        wanted = expected_number(base, flavour, blas, output)
+        if output.build_number != wanted:
+            findings.append(
+                Finding("build-number", where, f"build number {output.build_number}, the rules give {wanted}")
+            )
+        pattern = expected_string_pattern(flavour, blas, output)
+        if not re.fullmatch(pattern, output.build_string):
+            findings.append(
+                Finding(
+                    "build-string", where, f"build string {output.build_string!r} does not match {pattern}"
+                )
+            )
+    return findings
+
+
+# --- CI files and the staging table ------------------------------------------------------------------------
+
+
+def check_ci_support(root: Path, pinning: Path) -> list[Finding]:
+    try:
+        return [
+            Finding("ci-support", line.split(": ", 1)[-1], line) for line in ci_support.drift(root, pinning)
+        ]
+    except ToolError as exc:
+        return [Finding("ci-support", ".ci_support", str(exc))]
+
+
+def check_staging(scripted_outputs: set[str]) -> list[Finding]:
+    package_files = import_megabuild("package_files")
+    staged = set(package_files.PACKAGES)
+    findings = [
+        Finding(
+            "staging", "recipe/megabuild/package_files.py", f"stages files for {name}, which no output builds"
+        )
+        for name in sorted(staged - scripted_outputs)
+    ]
+    findings += [
+        Finding("staging", f"output {name}", "has a build script but no package in the staging table")
+        for name in sorted(scripted_outputs - staged)
+    ]
+    return findings
+
+
+# --- putting it together -----------------------------------------------------------------------------------
+
+
+def _expected_configs(root: Path, pinning: Path) -> dict[str, dict[str, Any]]:
+    """What a rerender would write to .ci_support/, by config name (rendered from these, not stale files)."""
+    files = ci_support.expected_files(root, pinning)
+    return {
+        path.stem: parse_variant_yaml(text)
+        for path, text in sorted(files.items())
+        if path.parent.as_posix() == ci_support.CI_SUPPORT
+    }
+
+
+def run_checks(root: Path, pinning: Path) -> list[Finding]:
+    recipe_dir = root / "recipe"
+    if not (recipe_dir / "meta.yaml").is_file():
+        raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
+    findings = check_patches(recipe_dir)
+    findings += check_ci_support(root, pinning)
+    try:
+        configs = _expected_configs(root, pinning)
+    except ToolError as exc:
+        return [*findings, Finding("render", ".ci_support", str(exc))]
+    scripted: set[str] = set()
+    bases: dict[int, list[str]] = {}
+    for name, data in configs.items():
+        try:
+            rendered = render_recipe(recipe_dir, data)
+        except (ToolError, ValueError) as exc:
+            findings.append(Finding("render", name, str(exc)))
+            continue
+        scripted |= {output.name for output in rendered.outputs if output.script}
+        findings += check_tests(name, rendered)
+        findings += check_host(name, rendered)
+        base = top_level_base(data, rendered)
+        if base is not None:
+            bases.setdefault(base, []).append(name)
+            findings += check_build_ids(name, data, rendered, base)
+    if len(bases) > 1:
+        detail = "; ".join(
+            f"{base} in {len(names)} config(s), e.g. {names[0]}" for base, names in sorted(bases.items())
+        )
+        findings.append(
+            Finding(
+                "build-number", "meta.yaml", f"the base build number differs between configurations: {detail}"
+            )
+        )
+    if scripted:
+        findings += check_staging(scripted)
+    return _dedupe(findings)
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    return list(dict.fromkeys(findings))
+
+
+def run(args: argparse.Namespace) -> int:
+    findings = run_checks(args.root, locate_pinning(args.pinning))
+    if args.json:
+        print(json.dumps([asdict(finding) for finding in findings], indent=2))
+    else:
+        for finding in findings:
+            print(finding.line())
+        print(f"{len(findings)} finding(s)" if findings else "recipe is consistent: no findings")
+    return 1 if findings else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="recipe consistency check: patches, host requirements, tests, build ids, CI files",
+        description=(
+            "Render every configuration a rerender would produce and check the recipe's rules: every "
+            "patch in recipe/patches is listed in meta.yaml, exists and has a git format-patch header "
+            "with why and upstream status; scripted outputs keep the top-level host requirements; every "
+            "output has a test; build numbers follow CUDA +200, MKL +100, MAGMA linalg +50 and build "
+            "strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
+            ".ci_support is what the CI generator writes; the staging table and the outputs agree. "
+            "Prints one line per finding and exits 1 when there is any."
+        ),
+    )
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")
+    add_pinning_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.set_defaults(func=run)

@@ -1,0 +1,186 @@
+"""``python -m feedstock_tools rehearse [CONFIG]``: the megabuild rehearsal (docs/rehearsal.md).
+
+Runs the recipe's real ``recipe/build.sh`` and build driver for every output of one ``.ci_support``
+configuration against ``tests/upstream_standin`` (a test double of PyTorch's build interface), playing
+conda-build's part: output order, per-output host prefixes at one ``PREFIX`` path, the environment.
+Prints each step, the driver's per-pass table, the compile-work ratio and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.proofs.rehearsal import harness, report
+from feedstock_tools.proofs.rehearsal.plan import load_config
+
+CI_SUPPORT = harness.REPO_ROOT / ".ci_support"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "rehearse",
+        help="run the recipe's build scripts offline against a small stand-in of PyTorch's build",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="a .ci_support configuration: its name (linux_64_...) or a path to the .yaml file; "
+        "default: the first linux-64 CUDA configuration",
+    )
+    parser.add_argument("--list", action="store_true", help="list the configurations and exit")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=harness.DEFAULT_WORK_ROOT,
+        help="where the work trees, packages and logs go (default: %(default)s)",
+    )
+    parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--standin", type=Path, default=harness.DEFAULT_STANDIN, help=argparse.SUPPRESS)
+    parser.add_argument("-v", "--verbose", action="store_true", help="stream every build script's output")
+    parser.add_argument(
+        "--fresh-work-dir",
+        action="store_true",
+        help="give every output a fresh copy of the work directory as the top-level build left it "
+        "(conda-build's documented behaviour) instead of the shared one (its actual behaviour)",
+    )
+    parser.add_argument(
+        "--reverse-variants",
+        action="store_true",
+        help="build the variants of each output in reverse order (pytorch for the newest Python first, "
+        "nomagma before magma): the passes must not depend on an order conda-build may change",
+    )
+    parser.set_defaults(func=run)
+
+
+def configurations() -> list[Path]:
+    return sorted(CI_SUPPORT.glob("*.yaml"))
+
+
+def resolve_config(name: str | None) -> Path:
+    if name:
+        path = Path(name)
+        if name.endswith(".yaml") and path.is_file():
+            return path
+        # Config names contain dots ("...version2.17cuda..."), so never treat them as file suffixes.
+        candidate = CI_SUPPORT / (path.name if name.endswith(".yaml") else f"{path.name}.yaml")
+        if candidate.is_file():
+            return candidate
+        raise ToolError(f"no configuration {name!r} in {CI_SUPPORT}; list them with 'rehearse --list'")
+    configs = configurations()
+    if not configs:
+        raise ToolError(
+            f"no configurations in {CI_SUPPORT}; render them first (python -m feedstock_tools ci-support)"
+        )
+    for path in configs:
+        values = load_config(path)
+        if path.name.startswith("linux_64") and values.get("cuda_compiler_version", ["None"])[0] != "None":
+            return path
+    return configs[0]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        for path in configurations():
+            print(path.name.removesuffix(".yaml"))
+        return 0
+    started = time.monotonic()
+    config = resolve_config(args.config)
+    rehearsal = harness.Rehearsal(
+        config,
+        work_root=args.work_dir,
+        recipe_dir=args.recipe_dir,
+        standin=args.standin,
+        verbose=args.verbose,
+        reverse_variants=args.reverse_variants,
+        fresh_work_dir=args.fresh_work_dir,
+    )
+    print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
+    target = rehearsal.target
+    if target.subdir != harness.local_subdir():
+        print(
+            f"   target_platform {target.subdir} (built on {target.build_subdir}"
+            f"{', cross-compiled' if target.cross else ''}) is simulated on this machine: SHLIB_EXT "
+            f"{target.shlib_ext}, {target.soabi_tail} Python, this machine's compilers (docs/rehearsal.md)"
+        )
+    phases: dict[str, float] = {"render of recipe/meta.yaml": time.monotonic() - started}
+    with timed(phases, "setup (work directory, venv templates)"):
+        rehearsal.prepare()
+    for step in rehearsal.skipped:
+        print(f"   skipped {step.label}: CPython {step.python} is not on this machine")
+    with timed(phases, "build scripts"):
+        rehearsal.run()
+    with timed(phases, "import checks"):
+        checks = report.import_checks(rehearsal)
+        rehearsal.remover.wait()
+    summary = print_summary(rehearsal, checks, phases)
+    (rehearsal.dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    failed = [check.label for check in checks if not check.ok]
+    if failed:
+        raise ToolError(
+            f"import torch failed in {', '.join(failed)}: see the lines above and {rehearsal.dir}"
+        )
+    return 0
+
+
+@contextmanager
+def timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        phases[name] = time.monotonic() - started
+
+
+def print_summary(
+    rehearsal: harness.Rehearsal, checks: list[report.ImportCheck], phases: dict[str, float]
+) -> dict:
+    print("\nSteps (measured by the rehearsal from build/.ninja_log):")
+    print(report.steps_table(rehearsal.results))
+    for line in report.host_changes(rehearsal.results):
+        print(f"   WARNING {line}: conda-build packages new files only, so that change is lost")
+    driver = report.driver_report(rehearsal)
+    print(f"\nThe driver's per-pass table ({report.DRIVER_REPORT}):")
+    print(report.driver_table(driver) if driver is not None else "   (the driver wrote no report)")
+    ratio = report.work_ratio(rehearsal)
+    print("\nCompile-work ratio: objects compiled / (pass 1 + linalg + Python bindings x extra Pythons)")
+    print(f"   {ratio.formula()}   (target 1.00)")
+    print("\nimport torch in prefixes made from the packages:")
+    for check in checks:
+        print(f"   {'ok  ' if check.ok else 'FAIL'} {check.label}: {check.detail}")
+    for step in rehearsal.skipped:
+        print(f"   skipped pytorch for Python {step.python}: not on this machine")
+    cpu = sum(result.cpu_seconds for result in rehearsal.results)
+    print(f"\nCPU time of the build scripts: {cpu:.1f} s (user + system, not inflated by other load)")
+    wall = sum(phases.values())
+    print(f"\nWall time: {wall:.1f} s (" + ", ".join(f"{name} {s:.1f} s" for name, s in phases.items()) + ")")
+    return {
+        "config": rehearsal.name,
+        "wall_seconds": round(wall, 2),
+        "phase_seconds": {name: round(seconds, 2) for name, seconds in phases.items()},
+        "steps": [
+            {
+                "label": r.step.label,
+                "name": r.step.name,
+                "returncode": r.returncode,
+                "seconds": round(r.seconds, 2),
+                "cpu_seconds": round(r.cpu_seconds, 2),
+                "objects": r.objects,
+                "files": r.new_files,
+                "modified_host_files": r.modified_host_files,
+            }
+            for r in rehearsal.results
+        ],
+        "skipped": [step.label for step in rehearsal.skipped],
+        "ratio": {**asdict(ratio), "value": ratio.ratio},
+        "import_checks": [asdict(check) for check in checks],
+        "driver_report": driver,
+    }

@@ -1,0 +1,516 @@
+"""The harness: plays conda-build's part for one configuration and runs the recipe's real build.sh.
+
+For every step (top-level ``libtorch-split``, then each output in render order) it recreates the host
+prefix at the same ``PREFIX`` path, exports the environment conda-build gives a build script, runs
+``bash recipe/build.sh`` in ``SRC_DIR`` (the stand-in's copy, which persists across steps like
+conda-build's work directory), and keeps the files the script added to ``PREFIX`` as the step's
+package under ``<work>/packages/<label>/`` (with ``info/files`` listing them, as in a conda package).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.common.run_lock import RunLock
+from feedstock_tools.proofs.rehearsal import ninja_log, prefixes, relocation
+from feedstock_tools.proofs.rehearsal import target as targets
+from feedstock_tools.proofs.rehearsal.activation import (
+    DARWIN_ONLY_FLAGS,
+    clang_activation,
+    compiler_activation,
+)
+from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps, work_name
+
+DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
+DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
+DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
+# conda-build gives a build script a fresh environment: its own variables plus a few inherited ones
+# (conda-build's docs, "Environment variables"), and whatever the recipe's build/script_env lists. The
+# caller's debugging knobs the driver honours are passed through the same way.
+INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "MAKEFLAGS",
+             "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")  # fmt: skip
+CALLER_KNOBS = ("DEBUG", "REL_WITH_DEB_INFO", "MAX_JOBS", "MEGABUILD_VERBOSE", "MEGABUILD_STRICT")
+# The build tools conda would install into BUILD_PREFIX; the rehearsal finds them on the caller's PATH.
+BUILD_TOOLS = ("cmake", "ninja", "gcc", "g++", "ar", "readelf", "patchelf")
+SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+# Host requirement names the harness provides from the stand-in's tiny libmagma.
+_MAGMA_NAMES = ("libmagma", "libmagma-devel")
+
+Progress = Callable[[str], None]
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def reversed_variants(steps: list[Step]) -> list[Step]:
+    """The same steps with the variants of every output name in reverse order, names keeping their place."""
+    by_name: dict[str, list[Step]] = {}
+    for step in steps:
+        by_name.setdefault(step.name, []).append(step)
+    reordered = {name: list(reversed(group)) for name, group in by_name.items()}
+    return [reordered[step.name].pop(0) for step in steps]
+
+
+def tool_dirs() -> list[str]:
+    """After the prefixes on PATH: the directories of the build tools, then the system directories."""
+    found = (shutil.which(tool) for tool in BUILD_TOOLS)
+    dirs = [str(Path(path).parent) for path in found if path]
+    return list(dict.fromkeys([*dirs, *SYSTEM_DIRS]))
+
+
+def local_subdir() -> str:
+    """conda's name for this machine's platform (build_platform)."""
+    system = {"Linux": "linux", "Darwin": "osx"}.get(platform.system(), platform.system().lower())
+    machine = {"x86_64": "64", "AMD64": "64", "aarch64": "aarch64", "arm64": "arm64"}.get(platform.machine())
+    return f"{system}-{machine or platform.machine()}"
+
+
+def brings_libmagma(step: Step) -> bool:
+    """libmagma comes with a package built against libmagma-devel (its run_exports), or asked for at run."""
+    return any(name in _MAGMA_NAMES for name in (*step.host_names(), *step.run_names()))
+
+
+def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]]:
+    """copytree filter: leave out what an earlier build of the stand-in left in its own directory."""
+    products = {
+        standin: {"build"},
+        standin / "torch": {"include", "share", "bin", "version.py"},
+    }
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        here = Path(directory)
+        ignored = {name for name in names if name in products.get(here, set()) or name == "__pycache__"}
+        if here == standin / "torch" / "lib":
+            ignored |= {name for name in names if ".so" in name}
+        return ignored
+
+    return ignore
+
+
+@dataclass
+class StepResult:
+    step: Step
+    returncode: int
+    seconds: float
+    new_files: list[str]
+    objects: list[str]
+    log: Path
+    package_dir: Path | None = None
+    # Files of the host prefix (installed before the script ran) that the script changed: conda-build
+    # packages new files only, so such changes are silently lost.
+    modified_host_files: list[str] = field(default_factory=list)
+    # user + system time of the script and everything it waited for: a figure the machine's load
+    # does not inflate, unlike ``seconds``
+    cpu_seconds: float = 0.0
+    # build/megabuild-report.json as the driver left it after this step (None if it wrote none)
+    driver_report: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def last_line(self) -> str:
+        lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+@dataclass
+class Rehearsal:
+    """One configuration's rehearsal; ``run()`` does everything, tests may drive the steps one by one."""
+
+    config_path: Path
+    work_root: Path = DEFAULT_WORK_ROOT
+    recipe_dir: Path = DEFAULT_RECIPE_DIR
+    standin: Path = DEFAULT_STANDIN
+    progress: Progress = print
+    verbose: bool = False
+    # Run the variants of each output in reverse order (pytorch 3.13 first, ...): the passes must not
+    # depend on the order of outputs conda-build is free to choose.
+    reverse_variants: bool = False
+    # Give every output a fresh copy of the work directory as it was after the top-level build (what
+    # conda-build's documentation describes) instead of the shared one (what its code does).
+    fresh_work_dir: bool = False
+    # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
+    cache_root: Path | None = None
+    steps: list[Step] = field(init=False)
+    target: targets.Target = field(init=False)
+    skipped: list[Step] = field(init=False, default_factory=list)
+    results: list[StepResult] = field(init=False, default_factory=list)
+    remover: prefixes.BackgroundRemover = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.remover = prefixes.BackgroundRemover(self.work_root / ".trash")
+
+        if not self.config_path.is_file():
+            raise ToolError(f"no configuration file {self.config_path}; list them with 'rehearse --list'")
+        if not (self.recipe_dir / "build.sh").is_file():
+            raise ToolError(
+                f"{self.recipe_dir}/build.sh is missing; the rehearsal runs the recipe's build.sh"
+            )
+        self.steps = plan_steps(self.config_path, self.recipe_dir)
+        if self.reverse_variants:
+            self.steps = reversed_variants(self.steps)
+        if local_subdir() != targets.NATIVE:
+            raise ToolError(
+                f"the rehearsal simulates every target on {targets.NATIVE}; this machine is {local_subdir()}"
+            )
+        self.target = targets.target_for(
+            self.steps[0].variant.get("target_platform", targets.NATIVE), self.recipe_dir.parent
+        )
+
+    # ---- layout ------------------------------------------------------------------------------------------
+    @cached_property
+    def name(self) -> str:
+        return work_name(self.config_path)
+
+    @property
+    def dir(self) -> Path:
+        return self.work_root / self.name
+
+    @cached_property
+    def lock(self) -> RunLock:
+        return RunLock(self.work_root / f".{self.name}.lock", f"rehearsal work directory {self.dir}")
+
+    @property
+    def src_dir(self) -> Path:
+        return self.dir / "work"
+
+    @property
+    def prefix(self) -> Path:
+        return self.dir / "h_env"
+
+    @property
+    def build_prefix(self) -> Path:
+        return self.dir / "build_env"
+
+    @property
+    def packages_dir(self) -> Path:
+        return self.dir / "packages"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.cache_root if self.cache_root is not None else self.work_root / ".cache"
+
+    @property
+    def setup_log(self) -> Path:
+        return self.logs_dir / "00-setup.log"
+
+    @property
+    def pass1_python(self) -> str:
+        return self.steps[0].python
+
+    # ---- preparation -------------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python.
+
+        Locks the work directory first (held until the process ends): a second rehearsal of the same
+        configuration in the same --work-dir would delete this one's tree mid-build."""
+        self.lock.acquire()
+        self.remover.discard(self.dir)
+        self.logs_dir.mkdir(parents=True)
+        self.packages_dir.mkdir()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(self.standin, self.src_dir, ignore=_ignore_build_products(self.standin))
+        prefixes.link_tree(prefixes.build_prefix_template(self.cache_dir), self.build_prefix)
+        if self.target.macos:
+            targets.write_darwin_toolchain(self.build_prefix, self.target, DARWIN_ONLY_FLAGS)
+        available: list[Step] = []
+        for step in self.steps:
+            if prefixes.find_interpreter(step.python) is None:
+                if step.name == TOP_LEVEL_NAME:
+                    raise ToolError(f"pass 1 needs CPython {step.python} (python_min); install it with pyenv")
+                self.skipped.append(step)
+                continue
+            available.append(step)
+        self.steps = available
+        for minor, packages in sorted(
+            {(s.python, prefixes.pip_requirements(s.host)) for s in self.steps if "python" in s.host_names()}
+        ):
+            self.progress(f"   host Python {minor}: venv template with {', '.join(packages) or 'pip only'}")
+            prefixes.venv_template(self.cache_dir, minor, self.setup_log, packages)
+        if any(set(step.host_names()) & set(_MAGMA_NAMES) for step in self.steps):
+            prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
+
+    # ---- one step ----------------------------------------------------------------------------------------
+    def environment(self, step: Step) -> dict[str, str]:
+        """What conda-build exports to a build script, with the compiler packages' activation."""
+        env = {key: os.environ[key] for key in (*INHERITED, *CALLER_KNOBS) if key in os.environ}
+        build_subdir = self.target.build_subdir
+        target_subdir = self.target.subdir
+        py = step.python
+        env.update(
+            {
+                "CONDA_BUILD": "1",
+                "PKG_NAME": step.name,
+                "PKG_VERSION": step.version,
+                "PKG_BUILDNUM": str(step.build_number),
+                "PKG_BUILD_STRING": step.build_string or "placeholder",
+                "PKG_HASH": "h0rehearsal",
+                "TOP_PKG_NAME": self.steps[0].name,
+                "TOP_PKG_VERSION": self.steps[0].version,
+                "PREFIX": str(self.prefix),
+                "BUILD_PREFIX": str(self.build_prefix),
+                "SRC_DIR": str(self.src_dir),
+                "RECIPE_DIR": str(self.recipe_dir),
+                "PYTHON": str(self.prefix / "bin" / "python"),
+                "PY_VER": py,
+                "CONDA_PY": py.replace(".", ""),
+                "PY3K": "1",
+                "SP_DIR": str(self.prefix / "lib" / f"python{py}" / "site-packages"),
+                "STDLIB_DIR": str(self.prefix / "lib" / f"python{py}"),
+                "CPU_COUNT": str(os.cpu_count() or 1),
+                "SHLIB_EXT": self.target.shlib_ext,
+                "target_platform": target_subdir,
+                "build_platform": build_subdir,
+                "SUBDIR": target_subdir,
+                "ARCH": target_subdir.split("-")[1],
+                # conda-build's documented value on Unix; upstream's setup.py obeys it
+                "CMAKE_GENERATOR": "Unix Makefiles",
+                "PATH": os.pathsep.join(
+                    [str(self.prefix / "bin"), str(self.build_prefix / "bin"), *tool_dirs()]
+                ),
+            }
+        )
+        for key, value in step.variant.items():
+            if isinstance(value, str):
+                env[key] = value
+        if self.target.cross:
+            # the compiler activations' flag (ctng 52080ff, clang 9fc6346 activate-*.sh)
+            env["CONDA_BUILD_CROSS_COMPILATION"] = "1"
+        common = {
+            "prefix": self.prefix,
+            "build_prefix": self.build_prefix,
+            "src_dir": self.src_dir,
+            "pkg_name": step.name,
+            "pkg_version": step.version,
+            "target_platform": target_subdir,
+            "build_platform": build_subdir,
+        }
+        if self.target.macos:
+            env.update(
+                clang_activation(
+                    **common,
+                    deployment_target=step.variant.get("MACOSX_DEPLOYMENT_TARGET", "12.0"),
+                    triplet=self.target.triplet,
+                    build_triplet=targets.TARGETS[build_subdir].triplet,
+                    rules_override=self.build_prefix / "share" / "rehearsal" / "darwin-naming.cmake",
+                )
+            )
+        else:
+            env.update(compiler_activation(**common))
+        return env
+
+    def provision_host(self, step: Step) -> None:
+        """Recreate PREFIX with what the step's host requirements would install."""
+        self.remover.discard(self.prefix)
+        names = step.host_names()
+        if "python" in names:
+            template = prefixes.venv_template(
+                self.cache_dir, step.python, self.setup_log, prefixes.pip_requirements(step.host)
+            )
+            prefixes.link_tree(template, self.prefix)
+            self.target_python(step, template)
+        else:
+            self.prefix.mkdir(parents=True)
+        (self.prefix / "conda-meta").mkdir(exist_ok=True)
+        magma = any(name in _MAGMA_NAMES for name in names)
+        for name in names:
+            package = self.preferred_package(name)
+            if package is None:
+                continue
+            for installed in (package, *self.run_dependencies(package)):
+                self.install_package(installed, self.prefix)
+                magma = magma or brings_libmagma(installed.step)
+        if magma:
+            self.install_magma(self.prefix)
+
+    def target_python(self, step: Step, template: Path) -> None:
+        """The host prefix's Python as the target's (target.py): on a cross build a binary this machine
+        cannot run, replaced by cross-python's shim when the step's build requirements have cross-python."""
+        if self.target.subdir == targets.NATIVE:
+            return
+        targets.make_target_interpreter(self.prefix, step.python, self.target)
+        if not self.target.cross:
+            return
+        targets.replace_interpreter(self.prefix, step.python, self.target.foreign_header)
+        interpreter = prefixes.find_interpreter(step.python)
+        assert interpreter is not None  # prepare() skipped the steps without one
+        targets.write_python_config(self.prefix, step.python, self.target, interpreter)
+        if f"cross-python_{self.target.subdir}" in step.build_names():
+            build_venv = self.build_prefix / "venv"
+            self.remover.discard(build_venv)
+            prefixes.link_tree(template, build_venv)
+            targets.make_target_interpreter(build_venv, step.python, self.target)
+            targets.replace_interpreter(self.prefix, step.python, targets.cross_python_shim(build_venv))
+
+    def run_dependencies(self, package: StepResult) -> list[StepResult]:
+        """Sibling packages among ``package``'s run requirements, as the solver would pick them."""
+        found = (self.preferred_package(name) for name in package.step.run_names())
+        return [dependency for dependency in found if dependency is not None]
+
+    def preferred_package(self, name: str) -> StepResult | None:
+        """The built package conda's solver would pick for ``name``: the highest build number."""
+        built = [r for r in self.results if r.ok and r.step.name == name and r.package_dir is not None]
+        return max(built, key=lambda r: r.step.build_number, default=None)
+
+    def install_package(self, result: StepResult, destination: Path) -> None:
+        assert result.package_dir is not None
+        prefixes.install_files(result.package_dir, result.new_files, destination)
+
+    def install_magma(self, destination: Path) -> None:
+        magma = prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
+        prefixes.install_files(magma, sorted(prefixes.prefix_files(magma)), destination)
+
+    def run_step(self, step: Step) -> StepResult:
+        index = len(self.results)
+        log = self.logs_dir / f"{index + 1:02d}-{step.label}.log"
+        if not step.has_script:
+            log.write_text(f"{step.label}: no script (metapackage): an empty package\n")
+            result = StepResult(step, 0, 0.0, [], [], log, self._write_package(step, []))
+            self.results.append(result)
+            return result
+        if self.fresh_work_dir and step.name != TOP_LEVEL_NAME:
+            self.restore_work_dir()
+        self.provision_host(step)
+        before = prefixes.prefix_files(self.prefix)
+        states = prefixes.file_states(self.prefix, before)
+        ninja_log_path = self.src_dir / "build" / ".ninja_log"
+        log_before = ninja_log.snapshot(ninja_log_path)
+        started = time.monotonic()
+        cpu_before = _children_cpu_seconds()
+        returncode = self._run_build_script(step, log)
+        seconds = time.monotonic() - started
+        cpu_seconds = _children_cpu_seconds() - cpu_before
+        new_files = sorted(prefixes.prefix_files(self.prefix) - before)
+        objects = ninja_log.objects_between(log_before, ninja_log.snapshot(ninja_log_path))
+        still_there = {
+            rel for rel in before if (self.prefix / rel).exists() or (self.prefix / rel).is_symlink()
+        }
+        modified = sorted(
+            rel
+            for rel, state in prefixes.file_states(self.prefix, still_there).items()
+            if state != states[rel]
+        )
+        modified += sorted(before - still_there)
+        result = StepResult(
+            step,
+            returncode,
+            seconds,
+            new_files,
+            objects,
+            log,
+            modified_host_files=modified,
+            cpu_seconds=cpu_seconds,
+        )
+        result.driver_report = _read_json(self.src_dir / "build" / "megabuild-report.json")
+        if result.ok and step.name == TOP_LEVEL_NAME and self.fresh_work_dir:
+            self.stash_work_dir()
+        if result.ok and step.name != TOP_LEVEL_NAME:
+            relocation.relocate(self.prefix, new_files)
+            result.package_dir = self._write_package(step, new_files)
+        self.results.append(result)
+        return result
+
+    @property
+    def work_stash(self) -> Path:
+        return self.dir / "work-after-pass1"
+
+    def stash_work_dir(self) -> None:
+        """Keep the work directory as the top-level build left it (real copies: builds rewrite files)."""
+        shutil.copytree(self.src_dir, self.work_stash, symlinks=True)
+
+    def restore_work_dir(self) -> None:
+        """A fresh copy of the stashed work directory at the same path (mtimes kept, so Ninja sees pass 1)."""
+        if not self.work_stash.exists():
+            raise ToolError("no stash of the work directory: run the top-level build first")
+        self.remover.discard(self.src_dir)
+        shutil.copytree(self.work_stash, self.src_dir, symlinks=True)
+
+    def _run_build_script(self, step: Step, log: Path) -> int:
+        command = ["bash", "-o", "errexit", str(self.recipe_dir / "build.sh")]
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                command,
+                cwd=self.src_dir,
+                env=self.environment(step),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+            assert process.stdout is not None
+            for line in process.stdout:
+                out.write(line)
+                if self.verbose:
+                    self.progress("      | " + line.rstrip("\n"))
+            return process.wait()
+
+    def _write_package(self, step: Step, files: list[str]) -> Path:
+        package_dir = self.packages_dir / step.label
+        shutil.rmtree(package_dir, ignore_errors=True)
+        package_dir.mkdir(parents=True)
+        prefixes.install_files(self.prefix, files, package_dir)
+        (package_dir / "info").mkdir(exist_ok=True)
+        (package_dir / "info" / "files").write_text("".join(f"{path}\n" for path in files))
+        (package_dir / "info" / "index.json").write_text(
+            json.dumps(
+                {
+                    "name": step.name,
+                    "version": step.version,
+                    "build": step.build_string,
+                    "build_number": step.build_number,
+                    "variant": dict(step.variant),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        return package_dir
+
+    # ---- everything --------------------------------------------------------------------------------------
+    def run(self) -> list[StepResult]:
+        """All steps in order; stops at the first failing build script with a one-line ToolError."""
+        total = len(self.steps)
+        for number, step in enumerate(self.steps, start=1):
+            self.progress(f"[{number}/{total}] {step.label} (PKG_NAME={step.name}) ...")
+            result = self.run_step(step)
+            status = "ok" if result.ok else f"FAILED (exit {result.returncode})"
+            self.progress(
+                f"      {status} in {result.seconds:.1f} s: {len(result.objects)} objects compiled, "
+                f"{len(result.new_files)} files into PREFIX"
+            )
+            if not result.ok:
+                tail = result.log.read_text(errors="replace").splitlines()[-25:]
+                for line in tail:
+                    self.progress("      | " + line)
+                raise ToolError(
+                    f"{step.label}: recipe/build.sh failed with exit {result.returncode} "
+                    f"({result.last_line()!r}); full log: {result.log}"
+                )
+        return self.results

@@ -1,0 +1,44 @@
+"""Which objects one step compiled, read from the build directory's ``.ninja_log``.
+
+A thin adapter over the build driver's reader ``megabuild.ninja_log``: the harness snapshots the log
+(the latest entry per output) before and after each build script; the step's objects are the entries
+that are new or changed in between, which survives Ninja compacting its log. An object is what the
+driver counts as one, so the rehearsal's step table measures what the driver's report records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import import_megabuild
+
+_ninja_log = import_megabuild("ninja_log")
+
+Snapshot = dict[str, Any]  # output -> megabuild.ninja_log.LogEntry
+
+
+def snapshot(path: Path) -> Snapshot:
+    """The latest log entry per output; empty while nothing was built. A log the driver cannot read is a
+    one-line error."""
+    try:
+        return _ninja_log.read_log(path)
+    except _ninja_log.NinjaLogError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def objects_between(before: Snapshot, after: Snapshot) -> list[str]:
+    """The object files Ninja compiled between two snapshots, sorted."""
+    return _ninja_log.PassWork.from_entries(_ninja_log.ran_between(before, after)).objects
+
+
+def target_of(object_path: str) -> str:
+    target = _ninja_log.target_of_object(object_path) if _ninja_log.is_object(object_path) else None
+    if target is None:
+        raise ValueError(f"{object_path} is not an object of a CMake target")
+    return target
+
+
+def targets_of(object_paths: list[str]) -> list[str]:
+    return sorted({target_of(path) for path in object_paths})

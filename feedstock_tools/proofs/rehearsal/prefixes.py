@@ -1,0 +1,253 @@
+"""Host and build prefixes the way conda-build lays them out, made from local interpreters.
+
+conda-build gives every output a fresh host prefix at the same ``PREFIX`` path. Here a prefix is a
+venv of the output's CPython (pyenv's interpreters on this machine) holding the Python packages of the
+output's rendered host list (:func:`pip_requirements`) from PyPI, and nothing else: a package the recipe
+forgets is missing here too, so the build fails as the real one would. The venvs are made once per
+interpreter and package list as templates under the cache directory and hard-linked into ``PREFIX`` for
+every step, so reruns cost milliseconds. Sibling packages the host
+requires (``libtorch`` in ``pytorch``'s host) are installed from the rehearsal's own packages, and the
+stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import import_megabuild
+
+_staging = import_megabuild("staging")
+
+# conda-forge package name -> PyPI distribution, for the host requirements that are Python packages. The
+# others (C++ libraries, compilers' run-times, pybind11-abi, ...) have nothing for the stand-in to use and
+# are not provided; libtorch, libtorch-cuda-linalg and libmagma(-devel) come from the harness.
+PYPI_NAMES = {
+    "numpy": "numpy",
+    "packaging": "packaging",
+    "pip": "pip",
+    "pyyaml": "PyYAML",
+    "requests": "requests",
+    "setuptools": "setuptools",
+    "six": "six",
+    "typing_extensions": "typing_extensions",
+    "wheel": "wheel",
+}
+# The venv the tests' host_pythons fixture uses: what the stand-in's setup.py needs besides Python.
+DEFAULT_PIP_PACKAGES = ("numpy", "packaging", "setuptools>=77.0.3,<82")
+# Bumped when the template recipe changes, so stale caches are not reused.
+TEMPLATE_FORMAT = "2"
+_CONDA_VERSION = re.compile(r"^[<>=!~]*[0-9][0-9A-Za-z.*]*$")
+
+
+def pip_requirements(host: Sequence[str]) -> tuple[str, ...]:
+    """pip requirements for the Python packages among conda host specs ("setuptools >=77.0.3,<82" ->
+    "setuptools>=77.0.3,<82"), sorted; a conda version "1.2.*" becomes "==1.2.*", a bare "1.2" "==1.2.*"."""
+    wanted: dict[str, list[str]] = {}
+    for spec in host:
+        words = spec.split()
+        if not words or words[0] not in PYPI_NAMES:
+            continue
+        constraints = wanted.setdefault(PYPI_NAMES[words[0]], [])
+        if len(words) > 1:
+            for part in words[1].split(","):
+                if not _CONDA_VERSION.match(part):
+                    raise ToolError(f"cannot turn the host requirement {spec!r} into a pip requirement")
+                exact = "==" + (part if "*" in part else part + ".*")
+                constraints.append(exact if part[0].isdigit() else part)
+    return tuple(sorted(name + ",".join(parts) for name, parts in wanted.items()))
+
+
+def pyenv_versions_dir() -> Path | None:
+    root = os.environ.get("PYENV_ROOT")
+    if not root and shutil.which("pyenv"):
+        root = subprocess.run(["pyenv", "root"], check=True, capture_output=True, text=True).stdout.strip()
+    return Path(root) / "versions" if root else None
+
+
+def find_interpreter(minor: str) -> Path | None:
+    """The newest local CPython `minor` ("3.12"): pyenv's `versions/3.12.*`, else `python3.12` on PATH."""
+    versions = pyenv_versions_dir()
+    if versions and versions.is_dir():
+        candidates = [
+            path
+            for path in versions.iterdir()
+            if path.name.startswith(minor + ".") and path.name[len(minor) + 1 :].isdigit()
+        ]
+        candidates.sort(key=lambda path: int(path.name.split(".")[2]))
+        for path in reversed(candidates):
+            if (path / "bin" / "python3").exists():
+                return path / "bin" / "python3"
+    found = shutil.which(f"python{minor}")
+    return Path(found) if found else None
+
+
+class BackgroundRemover:
+    """Removes trees in a background thread: a prefix has thousands of files and unlinking them takes
+    about a second here, which would otherwise add up over the steps. ``discard`` renames at once."""
+
+    def __init__(self, trash: Path) -> None:
+        self.trash = trash
+        self._count = 0
+        self._threads: list[threading.Thread] = []
+
+    def discard(self, path: Path) -> None:
+        if not path.exists() and not path.is_symlink():
+            return
+        self.trash.mkdir(parents=True, exist_ok=True)
+        self._count += 1
+        target = self.trash / f"{os.getpid()}-{self._count}"
+        path.rename(target)
+        thread = threading.Thread(target=shutil.rmtree, args=(target,), kwargs={"ignore_errors": True})
+        thread.start()
+        self._threads.append(thread)
+
+    def wait(self) -> None:
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+
+
+def link_tree(source: Path, destination: Path) -> None:
+    """Copy a tree with hard links (symlinks stay symlinks); falls back to copies across file systems."""
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, destination, symlinks=True, copy_function=link_or_copy)
+
+
+@contextmanager
+def cache_lock(cache_dir: Path) -> Iterator[None]:
+    """Serialises cache writers: two test sessions or rehearsals may start at once on one machine."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / ".lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def venv_template(
+    cache_dir: Path, minor: str, log: Path, packages: Sequence[str] = DEFAULT_PIP_PACKAGES
+) -> Path:
+    """A venv of CPython ``minor`` with exactly ``packages`` (pip requirements) and their dependencies,
+    made once per interpreter and package list and reused."""
+    key = hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()[:10]
+    template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
+    if (template / ".complete").exists():
+        return template
+    with cache_lock(cache_dir):
+        if not (template / ".complete").exists():
+            _make_venv_template(template, minor, log, tuple(packages))
+    return template
+
+
+def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[str, ...]) -> None:
+    interpreter = find_interpreter(minor)
+    if interpreter is None:
+        raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
+    shutil.rmtree(template, ignore_errors=True)
+    with log.open("a") as out:
+        try:
+            subprocess.run(
+                [str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out
+            )
+            python = str(template / "bin" / "python")
+            if packages:
+                subprocess.run(
+                    [python, "-m", "pip", "install", "--quiet", *packages], check=True, stdout=out, stderr=out
+                )
+            # ensurepip leaves setuptools in 3.10/3.11 venvs: a host list without it must not have it
+            if not any(re.match(r"setuptools\b", spec) for spec in packages):
+                subprocess.run(
+                    [python, "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"],
+                    check=True,
+                    stdout=out,
+                    stderr=out,
+                )
+        except subprocess.CalledProcessError as exc:
+            raise ToolError(
+                f"could not make the Python {minor} venv template ({exc.cmd[2]} failed): PyPI must be "
+                f"reachable for the first run; details in {log}"
+            ) from exc
+    (template / ".complete").write_text("ok\n")
+
+
+def build_prefix_template(cache_dir: Path) -> Path:
+    """BUILD_PREFIX: ``bin/python`` is the interpreter running this tool (the driver is stdlib-only)."""
+    template = cache_dir / f"build-env-{sys.version_info[0]}.{sys.version_info[1]}"
+    with cache_lock(cache_dir):
+        if not (template / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(template)], check=True)
+    return template
+
+
+def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
+    """The stand-in's tiny libmagma, built once: the files conda-forge's libmagma(-devel) would bring."""
+    prefix = cache_dir / "libmagma"
+    if (prefix / "lib" / "libmagma.so").exists():
+        return prefix
+    with cache_lock(cache_dir):
+        if not (prefix / "lib" / "libmagma.so").exists():
+            _build_magma(standin, cache_dir, prefix, log)
+    return prefix
+
+
+def _build_magma(standin: Path, cache_dir: Path, prefix: Path, log: Path) -> None:
+    build = cache_dir / "libmagma-build"
+    shutil.rmtree(build, ignore_errors=True)
+    with log.open("a") as out:
+        for args in (
+            ["cmake", "-S", str(standin / "third_party" / "magma"), "-B", str(build), "-G", "Ninja",
+             f"-DCMAKE_INSTALL_PREFIX={prefix}", "-DCMAKE_BUILD_TYPE=Release"],
+            ["cmake", "--build", str(build)],
+            ["cmake", "--install", str(build)],
+        ):  # fmt: skip
+            subprocess.run(args, check=True, stdout=out, stderr=out)
+
+
+def prefix_files(prefix: Path) -> set[str]:
+    """Files and symlinks under ``prefix``, as '/'-separated relative paths (what conda-build compares);
+    listed by the driver's own walk, so the harness and the staging see the same entries."""
+    return {entry.relative_to(prefix).as_posix() for entry in _staging.entries_below(prefix)}
+
+
+def file_states(prefix: Path, files: set[str]) -> dict[str, tuple[int, int]]:
+    """(size, mtime_ns) of each file, to notice a build script that changes what the host installed."""
+    states: dict[str, tuple[int, int]] = {}
+    for rel in files:
+        info = (prefix / rel).lstat()
+        states[rel] = (info.st_size, info.st_mtime_ns)
+    return states
+
+
+def install_files(source_root: Path, files: list[str], destination: Path) -> None:
+    """Copy ``files`` (relative paths) from ``source_root`` into ``destination``; symlinks stay symlinks."""
+    for rel in files:
+        src = source_root / rel
+        dst = destination / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.is_symlink() or dst.exists():
+            if dst.is_dir() and not dst.is_symlink():
+                shutil.rmtree(dst)
+            else:
+                dst.unlink()
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copy2(src, dst)

@@ -1,0 +1,179 @@
+"""feedstock_tools imports only downward between its sub-packages, and no module imports itself back.
+
+The layers (docs/architecture.md): ``common`` <- ``conda`` <- ``ci`` <- {``maintainer``, ``proofs``}. A module
+may import its own sub-package and the sub-packages of lower layers; ``maintainer`` and ``proofs`` share a
+layer and do not import each other; ``__main__`` (the CLI) is above everything. Every import counts: at module
+level, inside functions and under ``TYPE_CHECKING`` alike, since each is a dependency a reader must follow.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "feedstock_tools"
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
+LAYERS = {"common": 0, "conda": 1, "ci": 2, "maintainer": 3, "proofs": 3}
+CLI_LAYER = 4  # feedstock_tools/__main__.py
+
+
+@dataclass(frozen=True)
+class Import:
+    """``importer`` (dotted) imports ``imported`` at ``path`` (relative to the package's parent):``line``."""
+
+    importer: str
+    imported: str
+    path: Path
+    line: int
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def module_name(path: Path, package_dir: Path) -> str:
+    parts = path.relative_to(package_dir.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_paths(package_dir: Path) -> dict[str, Path]:
+    return {module_name(path, package_dir): path for path in sorted(package_dir.rglob("*.py"))}
+
+
+def imports_of(path: Path, package_dir: Path, modules: dict[str, Path]) -> Iterator[Import]:
+    """Every import of a module of the package in ``path``, resolved to the module it loads."""
+    importer = module_name(path, package_dir)
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = importer.split(".")[: len(importer.split(".")) - node.level + (1 if is_package else 0)]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            # `from pkg import submodule` depends on the submodule, `from module import name` on the module
+            targets = [
+                f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            if target == PACKAGE or target.startswith(f"{PACKAGE}."):
+                yield Import(importer, target, path.relative_to(package_dir.parent), node.lineno)
+
+
+def layer_of(module: str) -> tuple[str, int]:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "", -1  # the package's own __init__: imports nothing, is imported by nothing
+    if parts[1] == "__main__":
+        return "__main__", CLI_LAYER
+    return parts[1], LAYERS.get(parts[1], -1)
+
+
+def layer_violations(package_dir: Path) -> list[str]:
+    """One line per import that goes up, sideways between sub-packages, or into an unknown sub-package."""
+    modules = module_paths(package_dir)
+    problems = []
+    for path in modules.values():
+        for imp in imports_of(path, package_dir, modules):
+            importer_pkg, importer_layer = layer_of(imp.importer)
+            imported_pkg, imported_layer = layer_of(imp.imported)
+            if imported_layer < 0:
+                problems.append(f"{imp.where()}: {imp.importer} imports {imp.imported}, outside any layer")
+            elif importer_pkg != imported_pkg and imported_layer >= importer_layer:
+                problems.append(
+                    f"{imp.where()}: {imp.importer} ({importer_pkg}, layer {importer_layer}) imports "
+                    f"{imp.imported} ({imported_pkg}, layer {imported_layer}): imports go only downward"
+                )
+    return problems
+
+
+def import_cycles(package_dir: Path) -> list[list[str]]:
+    """Each circle of module imports once, as the list of modules around it."""
+    modules = module_paths(package_dir)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for path in modules.values():
+        for imp in imports_of(path, package_dir, modules):
+            if imp.imported in graph and imp.imported != imp.importer:
+                graph[imp.importer].add(imp.imported)
+    cycles: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt) :]
+                if frozenset(cycle) not in seen:
+                    seen.add(frozenset(cycle))
+                    cycles.append([*cycle, nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    return cycles
+
+
+def test_every_sub_package_is_a_known_layer() -> None:
+    sub_packages = {p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").is_file()}
+    assert sub_packages == set(LAYERS)
+
+
+def test_imports_go_only_downward() -> None:
+    assert layer_violations(PACKAGE_DIR) == []
+
+
+def test_no_import_circles() -> None:
+    assert import_cycles(PACKAGE_DIR) == []
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path) -> Path:
+    """A copy of the real package to break on purpose."""
+    copy = tmp_path / PACKAGE
+    shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_an_upward_import_is_named(package_copy: Path) -> None:
+    variants = package_copy / "conda" / "variants.py"
+    variants.write_text(variants.read_text() + "\nfrom feedstock_tools.ci.ci_support import CI_SUPPORT\n")
+    line = len(variants.read_text().splitlines())
+    (problem,) = layer_violations(package_copy)
+    assert problem.startswith(f"{PACKAGE}/conda/variants.py:{line}: feedstock_tools.conda.variants (conda, ")
+    assert "imports feedstock_tools.ci.ci_support (ci, layer 2)" in problem
+
+
+def test_a_sideways_import_between_maintainer_and_proofs_is_named(package_copy: Path) -> None:
+    check = package_copy / "maintainer" / "check.py"
+    check.write_text(check.read_text() + "\nfrom ..proofs import wheel_layout\n")
+    (problem,) = layer_violations(package_copy)
+    assert "feedstock_tools.maintainer.check (maintainer, layer 3) imports" in problem
+    assert "feedstock_tools.proofs.wheel_layout (proofs, layer 3)" in problem
+
+
+def test_a_circle_is_found_even_behind_type_checking(package_copy: Path) -> None:
+    config = package_copy / "ci" / "ci_config.py"
+    config.write_text(
+        config.read_text()
+        + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        + "    from feedstock_tools.ci.ci_workflow import WORKFLOW\n"
+    )
+    assert import_cycles(package_copy) == [
+        ["feedstock_tools.ci.ci_config", "feedstock_tools.ci.ci_workflow", "feedstock_tools.ci.ci_config"]
+    ]
