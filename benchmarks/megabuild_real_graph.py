@@ -17,10 +17,11 @@ figures and explains the method:
    and everything else.
 
 Compiling all of PyTorch takes hours, so the builds run with a stand-in compiler: in a private mount
-namespace the C and C++ compiler drivers are replaced by a script that runs the real preprocessor with the
-same flags (so ``-MD`` writes the true header dependencies) and writes an empty object or linked file.
-Command lines, and so ninja's command hashes, dependency records and decisions, are those of the real
-build; configure and every code generator run for real. Needs root or unprivileged user namespaces.
+namespace the C and C++ compiler drivers are replaced by a script that writes an empty file at the ``-o``
+output. Command lines, and so ninja's command hashes and decisions, are those of the real build; configure
+and every code generator run for real. The stand-in writes no header dependencies, so after every later
+pass the headers written during it are listed: none means no object of a real build would have been dirty
+through a header either. Needs root or unprivileged user namespaces.
 
 Writes a table to stdout and ``--json`` (default ``<work>/megabuild-real-graph.json``) atomically: a run
 that fails writes no report. Missing tools, -dev packages or Pythons are one line naming what to install.
@@ -76,24 +77,16 @@ BUILD_ENV = {
     "USE_PYTORCH_QNNPACK": "0", "USE_NNPACK": "0", "USE_KINETO": "0", "USE_VULKAN": "0", "USE_FBGEMM": "0",
     "USE_MPI": "0", "USE_ITT": "0", "USE_GFLAGS": "0", "USE_GLOG": "0",
 }  # fmt: skip
-# The stand-in compiler driver (see the module docstring); STANDIN_REAL_* name the real drivers.
-STANDIN = """#!/usr/bin/env python3
-import os, subprocess, sys
-real = os.environ["STANDIN_REAL_CXX" if "++" in os.path.basename(sys.argv[0]) else "STANDIN_REAL_CC"]
-args = sys.argv[1:]
-if "-o" not in args:
-    os.execv(real, [real, *args])
-out = args[args.index("-o") + 1]
-if "-c" in args:
-    pre = list(args)
-    pre[pre.index("-o") + 1] = os.devnull
-    pre = [a for a in pre if a != "-c"] + ["-E"]
-    env = dict(os.environ, GCC_EXEC_PREFIX=os.environ["STANDIN_GCC_EXEC_PREFIX"])
-    code = subprocess.run([real, *pre], env=env).returncode
-    if code:
-        sys.exit(code)
-open(out, "wb").close()
+# The stand-in compiler driver (see the module docstring): an empty output file for every compile and link.
+STANDIN = """#!/bin/sh
+# stand-in compiler driver (benchmarks/megabuild_real_graph.py): an empty file at the -o output
+while [ "$#" -gt 1 ]; do
+  if [ "$1" = "-o" ]; then : > "$2"; exit 0; fi
+  shift
+done
+exit 0
 """
+HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inc", ".def")
 
 
 class Failed(Exception):
@@ -205,45 +198,41 @@ def fresh_tree(source: Path, work: Path) -> Path:
 
 @dataclass
 class StandIn:
-    """Runs commands with the compiler drivers replaced, in a private mount namespace."""
+    """Runs commands with the compiler drivers replaced by STANDIN, in a private mount namespace."""
 
     script: Path
-    drivers: dict[str, Path]  # the real drivers' resolved paths, by the variable the stand-in reads
-    gcc_exec_prefix: str
+    drivers: list[Path]  # the real C and C++ drivers (symlinks resolved): what gets covered
 
     @classmethod
     def create(cls, work: Path) -> StandIn:
-        bin_dir = work / "bin"
-        bin_dir.mkdir(parents=True, exist_ok=True)
-        script = bin_dir / "standin-compiler"
+        script = work / "bin" / "standin-compiler"
+        script.parent.mkdir(parents=True, exist_ok=True)
         script.write_text(STANDIN)
         script.chmod(0o755)
-        drivers = {
-            "STANDIN_REAL_CXX": Path(shutil.which("c++") or "c++").resolve(),
-            "STANDIN_REAL_CC": Path(shutil.which("cc") or "cc").resolve(),
-        }
-        cc1plus = subprocess.run(
-            ["c++", "-print-prog-name=cc1plus"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        # <prefix>/lib/gcc/<triplet>/<version>/cc1plus -> <prefix>/lib/gcc/
-        prefix = str(Path(cc1plus).parent.parent.parent) + "/"
-        return cls(script, drivers, prefix)
+        drivers = sorted({Path(shutil.which(name) or name).resolve() for name in ("c++", "cc")})
+        return cls(script, drivers)
 
     def run(self, command: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
-        copies = self.script.parent
-        binds = []
-        for name, real in self.drivers.items():
-            copy = copies / f"real-{name.rsplit('_', 1)[-1].lower()}"
-            copy.touch()
-            binds += [f"mount --bind {real} {copy}", f"mount --bind {self.script} {real}"]
-        inner = " && ".join([*binds, 'exec "$@"'])
+        binds = [f"mount --bind {self.script} {driver}" for driver in self.drivers]
         unshare = ["unshare", "--mount", "--propagation", "private"]
         if os.geteuid() != 0:
             unshare.insert(1, "--map-root-user")
-        child_env = dict(env, STANDIN_GCC_EXEC_PREFIX=self.gcc_exec_prefix)
-        for name in self.drivers:
-            child_env[name] = str(copies / f"real-{name.rsplit('_', 1)[-1].lower()}")
-        run_logged([*unshare, "sh", "-c", inner, "standin", *command], cwd, child_env, log)
+        inner = " && ".join([*binds, 'exec "$@"'])
+        run_logged([*unshare, "sh", "-c", inner, "standin", *command], cwd, env, log)
+
+
+def headers_written_since(tree: Path, since_ns: int) -> list[str]:
+    """Headers (outside the install tree) written after ``since_ns``: the stand-in records no header
+    dependencies, so an object including one of these would be rebuilt by a real build but not here."""
+    installed = tree / "torch" / "include"
+    return sorted(
+        str(path.relative_to(tree))
+        for path in tree.rglob("*")
+        if path.suffix in HEADER_SUFFIXES
+        and installed not in path.parents
+        and path.is_file()
+        and path.stat().st_mtime_ns > since_ns
+    )
 
 
 def run_logged(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
@@ -272,6 +261,7 @@ class PassResult:
     reconfigures: int = 0
     rewritten_by_reconfigure: list[str] = field(default_factory=list)
     stale_after_pass1: list[str] = field(default_factory=list)
+    headers_written: list[str] = field(default_factory=list)  # see headers_written_since
     seconds: float = 0.0
 
     @property
@@ -351,18 +341,24 @@ def python_pass(real: RealBuild, python: Path) -> PassResult:
     cache = CMakeCache.load(real.build_dir / "CMakeCache.txt")
     guarded = guarded_values(cache)
     changes = retarget(cache, target)
+    edited = time.time_ns()
     cache.write()
     ninja_graph.reconfigure(real.build_dir, real.env)
     would_run = ninja_graph.would_run(real.build_dir, real.env)
     say(f"  dry run: {len(would_run)} object(s)/linked file(s) would be rebuilt; building")
     work = build_pass(real)
+    headers = headers_written_since(real.tree, edited)
     check_retarget_kept(CMakeCache.load(real.build_dir / "CMakeCache.txt"), target, guarded)
     objects, linked = classify(work, set(python_linked_targets("linux-64")))
     result = PassResult(f"4 pytorch (py{target.short})", target.short, would_run=would_run)
     result.objects, result.linked, result.generators = objects, linked, len(work.other)
     result.cache_changes = len(changes)
+    result.headers_written = headers
     result.seconds = round(time.monotonic() - started, 1)
-    say(f"  ran: {result.python_edges} Python-linked, {result.non_python_edges} other object/link edge(s)")
+    say(
+        f"  ran: {result.python_edges} Python-linked, {result.non_python_edges} other object/link edge(s); "
+        f"headers written: {len(headers)}"
+    )
     return result
 
 
@@ -398,6 +394,7 @@ def summary(results: list[PassResult], per_python_objects: int, edges: int) -> d
         "compile_work_ratio": round(compiled / limit, 4) if limit else None,
         "non_python_edges_rerun": sum(r.non_python_edges for r in later),
         "stale_after_pass1": len(first.stale_after_pass1),
+        "headers_written_in_later_passes": sum(len(r.headers_written) for r in later),
         "not_measured": "the MAGMA pass: the graph is CPU-only (no CUDA here); the stand-in proves it",
     }
 
