@@ -10,12 +10,13 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from cmake_builds import have_toolchain
 from megabuild import ninja_graph
 from megabuild.ninja_log import PassWork, target_of_linked
-from megabuild.passes import Options, PassFailed, _check_work
+from megabuild.passes import Options, PassFailed, _check_settled, _check_work
 
 DATA = Path(__file__).parent / "data"
 REAL_GRAPH = json.loads((DATA / "real_graph_2_6_first_reconfigure.json").read_text())
@@ -57,10 +58,12 @@ def test_linked_files_are_named_by_their_target():
 
 
 class _Ctx:
-    """A test double of the PassContext fields _check_work reads."""
+    """A test double of the PassContext fields _check_work and _check_settled read."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, build_dir: Path | None = None) -> None:
         self.options = Options(strict=strict)
+        self.build = SimpleNamespace(build_dir=build_dir)
+        self.env = dict(os.environ)
 
 
 def test_a_relink_of_libtorch_cpu_fails_a_strict_python_pass_and_warns_otherwise(capsys):
@@ -91,6 +94,20 @@ def test_without_settling_a_reconfigure_relinks_the_library(tmp_path):
     env = _configure(IDIOM, tmp_path / "b")
     subprocess.run(["ninja", "-C", str(tmp_path / "b")], check=True, capture_output=True)
     assert ninja_graph.would_rebuild(tmp_path / "b", env) == ["libcore.so", "libbindings.so"]
+
+
+@needs_toolchain
+def test_pass_1_check_fails_an_unsettled_graph_under_strict_and_warns_otherwise(tmp_path, capsys):
+    build = tmp_path / "b"
+    _configure(IDIOM, build)
+    subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)
+    _check_settled(_Ctx(strict=False, build_dir=build))
+    assert "WARNING: pass 1 did not settle the build graph" in capsys.readouterr().out
+    with pytest.raises(PassFailed, match=r"did not settle .* would rebuild 2 .*first libcore.so"):
+        _check_settled(_Ctx(strict=True, build_dir=build))
+    subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)  # the relink, once
+    _check_settled(_Ctx(strict=True, build_dir=build))  # settled now: no error
+    assert "did not settle" not in capsys.readouterr().out
 
 
 @needs_toolchain
