@@ -262,6 +262,7 @@ class PassResult:
     rewritten_by_reconfigure: list[str] = field(default_factory=list)
     stale_after_pass1: list[str] = field(default_factory=list)
     headers_written: list[str] = field(default_factory=list)  # see headers_written_since
+    resumed: bool = False  # pass 1 finished the build an interrupted run left (--resume)
     seconds: float = 0.0
 
     @property
@@ -299,38 +300,45 @@ class RealBuild:
 
 
 def build_pass(real: RealBuild) -> PassWork:
-    """The build step of a pass (what `setup.py build` runs: `cmake --build . --target install`), the
-    reconfigure a cache edit triggers run first with the real compilers, as ninja's generator rule would."""
+    """The build step of a pass (what `setup.py build` runs, `cmake --build`), the reconfigure a cache
+    edit triggers run first with the real compilers, as ninja's generator rule would."""
     before = read_log(real.build_dir / ".ninja_log")
     run_logged(["ninja", "-C", str(real.build_dir), "build.ninja"], real.tree, real.env, real.log)
+    # the default targets: setup.py's `--target install` also installs, and CMake's install rewrites the
+    # RPATH of every installed ELF file, which the stand-in's empty files are not (it compiles nothing)
     real.standin.run(
-        ["cmake", "--build", str(real.build_dir), "--target", "install", "-j", real.jobs],
-        real.tree, real.env, real.log,
-    )  # fmt: skip
+        ["cmake", "--build", str(real.build_dir), "-j", real.jobs], real.tree, real.env, real.log
+    )
     return PassWork.from_entries(ran_between(before, read_log(real.build_dir / ".ninja_log")))
 
 
-def pass_one(real: RealBuild, python: Path) -> PassResult:
+def pass_one(real: RealBuild, python: Path, resume: bool) -> PassResult:
     started = time.monotonic()
     short = probe(python).short
-    say(f"pass 1: configure (setup.py build --cmake-only, CPython {short})")
-    run_logged([str(python), "setup.py", "build", "--cmake-only"], real.tree, real.env, real.log)
-    say("pass 1: the driver's settle (reconfigure until the command lines stop changing)")
-    settled = ninja_graph.settle(real.build_dir, real.env)
+    if resume:
+        say(f"pass 1: resuming the build of {real.tree} (configured and settled by an earlier run)")
+        settled = ninja_graph.Settled(reconfigures=0, rewritten=[])
+    else:
+        say(f"pass 1: configure (setup.py build --cmake-only, CPython {short})")
+        run_logged([str(python), "setup.py", "build", "--cmake-only"], real.tree, real.env, real.log)
+        say("pass 1: the driver's settle (reconfigure until the command lines stop changing)")
+        settled = ninja_graph.settle(real.build_dir, real.env)
     say(f"  {settled.reconfigures} reconfigure(s); rewritten: {', '.join(settled.rewritten) or 'nothing'}")
     edges = len(ninja_graph.commands(real.build_dir, real.env))
     say(f"pass 1: build ({edges} edges, stand-in compiler)")
     work = build_pass(real)
     say("pass 1: the driver's check (a reconfigure must leave nothing to rebuild)")
     stale = ninja_graph.would_rebuild(real.build_dir, real.env)
-    result = PassResult("1 libtorch-split", short, reconfigures=settled.reconfigures)
+    result = PassResult("1 libtorch-split", short, reconfigures=settled.reconfigures, resumed=resume)
     result.rewritten_by_reconfigure = settled.rewritten
     result.stale_after_pass1 = stale
-    result.objects = {"python": 0, "other": len(work.objects)}
+    # pass 1 compiles every object once; a resumed build compiled most of them in the earlier run
+    objects = graph_objects(real.build_dir, real.env) if resume else work.objects
+    result.objects = {"python": 0, "other": len(objects)}
     result.linked = {"python": [], "other": work.linked}
     result.generators = len(work.other)
     result.seconds = round(time.monotonic() - started, 1)
-    say(f"  {len(work.objects)} objects, {len(work.linked)} linked; stale after a reconfigure: {len(stale)}")
+    say(f"  {len(objects)} objects, {len(work.linked)} linked; stale after a reconfigure: {len(stale)}")
     return result
 
 
@@ -365,8 +373,8 @@ def python_pass(real: RealBuild, python: Path) -> PassResult:
 # ---- the report -------------------------------------------------------------------------------------
 
 
-def python_linked_objects(build_dir: Path, env: dict[str, str]) -> int:
-    """Objects of the Python-linked targets in the graph: what a per-Python pass has to compile."""
+def graph_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
+    """Every object file of the graph."""
     text = subprocess.run(
         ["ninja", "-C", str(build_dir), "-t", "targets", "all"],
         env=env,
@@ -374,12 +382,13 @@ def python_linked_objects(build_dir: Path, env: dict[str, str]) -> int:
         text=True,
         check=True,
     ).stdout
+    return [line.split(":", 1)[0] for line in text.splitlines() if line.split(":", 1)[0].endswith(".o")]
+
+
+def python_linked_objects(build_dir: Path, env: dict[str, str]) -> int:
+    """Objects of the Python-linked targets in the graph: what a per-Python pass has to compile."""
     targets = set(python_linked_targets("linux-64"))
-    return sum(
-        1
-        for line in text.splitlines()
-        if line.split(":", 1)[0].endswith(".o") and target_of_object(line.split(":", 1)[0]) in targets
-    )
+    return sum(1 for output in graph_objects(build_dir, env) if target_of_object(output) in targets)
 
 
 def summary(results: list[PassResult], per_python_objects: int, edges: int) -> dict:
@@ -441,6 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", default="2", help="parallel build jobs (default 2)")
     parser.add_argument("--json", type=Path, help="report file (default <work>/megabuild-real-graph.json)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish the pass-1 build an interrupted run left in <work>/src (skips copy, configure, settle)",
+    )
     args = parser.parse_args(argv)
     report_path = args.json or args.work / "megabuild-real-graph.json"
     started = time.monotonic()
@@ -450,11 +464,16 @@ def main(argv: list[str] | None = None) -> int:
         args.debian_cache.mkdir(parents=True, exist_ok=True)
         pythons = [build_python(args.work, version) for version in args.pythons]
         source = debian_source(args.debian_cache)
-        tree = fresh_tree(source, args.work)
+        tree = args.work / "src"
+        if not args.resume:
+            tree = fresh_tree(source, args.work)
+        elif not (tree / "build" / "build.ninja").exists():
+            raise Failed(f"--resume: {tree}/build has no build.ninja; run without --resume")
         env = dict(os.environ, **BUILD_ENV, MAX_JOBS=args.jobs)
         real = RealBuild(tree, env, StandIn.create(args.work), args.work / "build.log", args.jobs)
-        real.log.write_text("")
-        results = [pass_one(real, pythons[0])]
+        if not args.resume:
+            real.log.write_text("")
+        results = [pass_one(real, pythons[0], args.resume)]
         results += [python_pass(real, python) for python in pythons[1:]]
         edges = len(ninja_graph.commands(real.build_dir, env))
         totals = summary(results, python_linked_objects(real.build_dir, env), edges)
