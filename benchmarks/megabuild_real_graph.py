@@ -328,7 +328,13 @@ def pass_one(real: RealBuild, python: Path, resume: bool) -> PassResult:
     say(f"pass 1: build ({edges} edges, stand-in compiler)")
     work = build_pass(real)
     say("pass 1: the driver's check (a reconfigure must leave nothing to rebuild)")
-    stale = ninja_graph.would_rebuild(real.build_dir, real.env)
+    stale = ninja_graph.rebuilt_after_reconfigure(
+        real.build_dir,
+        real.env,
+        lambda: real.standin.run(
+            ["cmake", "--build", str(real.build_dir), "-j", real.jobs], real.tree, real.env, real.log
+        ),
+    )
     result = PassResult("1 libtorch-split", short, reconfigures=settled.reconfigures, resumed=resume)
     result.rewritten_by_reconfigure = settled.rewritten
     result.stale_after_pass1 = stale

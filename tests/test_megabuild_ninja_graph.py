@@ -62,8 +62,8 @@ class _Ctx:
 
     def __init__(self, strict: bool, build_dir: Path | None = None) -> None:
         self.options = Options(strict=strict)
-        self.build = SimpleNamespace(build_dir=build_dir)
-        self.env = dict(os.environ)
+        self.build = SimpleNamespace(build_dir=build_dir, src_dir=build_dir)
+        self.env = dict(os.environ, MAX_JOBS="2")
 
 
 def test_a_relink_of_libtorch_cpu_fails_a_strict_python_pass_and_warns_otherwise(capsys):
@@ -89,25 +89,34 @@ def _configure(source: Path, build: Path) -> dict[str, str]:
     return env
 
 
+def _ninja_build(build: Path):
+    return lambda: subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)
+
+
 @needs_toolchain
 def test_without_settling_a_reconfigure_relinks_the_library(tmp_path):
     env = _configure(IDIOM, tmp_path / "b")
-    subprocess.run(["ninja", "-C", str(tmp_path / "b")], check=True, capture_output=True)
-    assert ninja_graph.would_rebuild(tmp_path / "b", env) == ["libcore.so", "libbindings.so"]
+    _ninja_build(tmp_path / "b")()
+    # a dry run shows it, a build does it
+    ninja_graph.reconfigure(tmp_path / "b", env)
+    assert ninja_graph.would_run(tmp_path / "b", env) == ["libcore.so", "libbindings.so"]
+    assert ninja_graph.rebuilt_after_reconfigure(tmp_path / "b", env, _ninja_build(tmp_path / "b")) == [
+        "libcore.so",
+        "libbindings.so",
+    ]
+    assert ninja_graph.rebuilt_after_reconfigure(tmp_path / "b", env, _ninja_build(tmp_path / "b")) == []
 
 
 @needs_toolchain
 def test_pass_1_check_fails_an_unsettled_graph_under_strict_and_warns_otherwise(tmp_path, capsys):
-    build = tmp_path / "b"
-    _configure(IDIOM, build)
-    subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)
-    _check_settled(_Ctx(strict=False, build_dir=build))
+    for name in ("warned", "strict"):
+        _configure(IDIOM, tmp_path / name)
+        _ninja_build(tmp_path / name)()
+    _check_settled(_Ctx(strict=False, build_dir=tmp_path / "warned"))
     assert "WARNING: pass 1 did not settle the build graph" in capsys.readouterr().out
-    with pytest.raises(PassFailed, match=r"did not settle .* would rebuild 2 .*first libcore.so"):
-        _check_settled(_Ctx(strict=True, build_dir=build))
-    subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)  # the relink, once
-    _check_settled(_Ctx(strict=True, build_dir=build))  # settled now: no error
-    assert "did not settle" not in capsys.readouterr().out
+    _check_settled(_Ctx(strict=True, build_dir=tmp_path / "warned"))  # the check rebuilt it: settled now
+    with pytest.raises(PassFailed, match=r"did not settle .* rebuilt 2 .*first libcore.so"):
+        _check_settled(_Ctx(strict=True, build_dir=tmp_path / "strict"))
 
 
 @needs_toolchain
@@ -117,8 +126,8 @@ def test_settling_before_the_build_leaves_nothing_for_a_reconfigure(tmp_path):
     settled = ninja_graph.settle(build, env)
     assert settled.rewritten == ["libcore.so"]
     assert settled.reconfigures == 2  # the one that rewrote, the one that confirmed
-    subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)
-    assert ninja_graph.would_rebuild(build, env) == []
+    _ninja_build(build)()
+    assert ninja_graph.rebuilt_after_reconfigure(build, env, _ninja_build(build)) == []
 
 
 @needs_toolchain

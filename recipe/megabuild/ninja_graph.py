@@ -7,7 +7,7 @@ configure links ``/usr/lib/x86_64-linux-gnu/libfmt.so``, every later one (the ca
 ``FMT_LIBRARY``) links ``-lfmt``. A later pass's cache edit triggers such a reconfigure, and ninja then
 relinks ``libtorch_cpu`` and ``libtorch_python`` for nothing. So pass 1 reconfigures until the command lines
 stop changing before it builds (:func:`settle`), and checks afterwards that a reconfigure leaves nothing to
-rebuild (:func:`would_rebuild`).
+rebuild (:func:`rebuilt_after_reconfigure`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from megabuild.errors import MegabuildError
+from megabuild.ninja_log import is_linked, is_object, ran_between, read_log
 
 # The descriptions CMake's Ninja generator gives compile and link edges end with the output's path:
 # "Building CXX object caffe2/CMakeFiles/torch_cpu.dir/…/Foo.cpp.o", "Linking CXX shared library
@@ -104,10 +105,17 @@ def would_run(build_dir: Path, env: Mapping[str, str]) -> list[str]:
     return [match[1] for line in text.splitlines() if (match := _COMPILE_OR_LINK.match(line))]
 
 
-def would_rebuild(build_dir: Path, env: Mapping[str, str]) -> list[str]:
-    """After a plain reconfigure, what ninja would compile or link: nothing, for a settled graph."""
+def rebuilt_after_reconfigure(
+    build_dir: Path, env: Mapping[str, str], build: Callable[[], None]
+) -> list[str]:
+    """Reconfigure, run ``build`` again, and return the objects and linked files it made: what every later
+    pass would otherwise redo (made here once). Empty for a settled graph. A build, not a dry run: a dry
+    run cannot see that a code generator left its outputs unchanged (restat) and lists their dependents."""
     reconfigure(build_dir, env)
-    return would_run(build_dir, env)
+    before = read_log(build_dir / ".ninja_log")
+    build()
+    ran = ran_between(before, read_log(build_dir / ".ninja_log"))
+    return [entry.output for entry in ran if is_object(entry.output) or is_linked(entry.output)]
 
 
 def _ninja(build_dir: Path, env: Mapping[str, str], args: list[str]) -> str:

@@ -198,18 +198,26 @@ def _settle_graph(ctx: PassContext) -> None:
 
 
 def _check_settled(ctx: PassContext) -> None:
-    """After the build, a reconfigure (what every later pass's cache edit triggers) must leave nothing to
-    rebuild; what it would rebuild is a warning, or (--strict) a failed pass."""
+    """After the build: reconfigure (what every later pass's cache edit triggers) and build again; what
+    that compiles or links, a later pass would have redone. Done here once, and a warning, or (--strict)
+    a failed pass: the settle missed a rewrite."""
+    build_dir = ctx.build.build_dir
     with step("checking that a reconfigure leaves nothing to rebuild"):
         try:
-            stale = ninja_graph.would_rebuild(ctx.build.build_dir, ctx.env)
+            stale = ninja_graph.rebuilt_after_reconfigure(
+                build_dir,
+                ctx.env,
+                lambda: _run_command(
+                    ctx, "building again", ["cmake", "--build", str(build_dir), "-j", ctx.env["MAX_JOBS"]]
+                ),
+            )
         except ninja_graph.GraphError as exc:
             raise PassFailed(str(exc)) from None
     if stale:
         message = (
-            f"pass 1 did not settle the build graph: after a reconfigure ninja would rebuild {len(stale)} "
-            f"object(s)/library(ies), first {stale[0]}; every later pass would redo them "
-            "(`ninja -C build -n -d explain` says why)"
+            f"pass 1 did not settle the build graph: after a reconfigure ninja rebuilt {len(stale)} "
+            f"object(s)/linked file(s), first {stale[0]}, which every later pass would have redone "
+            "(`ninja -C build -n -d explain` after `cmake build` says why)"
         )
         if ctx.options.strict:
             raise PassFailed(message)
