@@ -299,17 +299,20 @@ class RealBuild:
         return self.tree / "build"
 
 
-def build_pass(real: RealBuild) -> PassWork:
-    """The build step of a pass (what `setup.py build` runs, `cmake --build`), the reconfigure a cache
-    edit triggers run first with the real compilers, as ninja's generator rule would."""
+def build_pass(real: RealBuild) -> tuple[PassWork, list[str]]:
+    """The build step of a pass (what `setup.py build` runs, `cmake --build`): first, with the real tools,
+    what ninja does before it plans the build (the reconfigure a cache edit triggers and the code
+    generators build.ninja depends on), then a dry run (`ninja -n` plans nothing while build.ninja is
+    stale), then the build. Returns what ran and what the dry run listed."""
     before = read_log(real.build_dir / ".ninja_log")
     run_logged(["ninja", "-C", str(real.build_dir), "build.ninja"], real.tree, real.env, real.log)
+    would_run = ninja_graph.would_run(real.build_dir, real.env)
     # the default targets: setup.py's `--target install` also installs, and CMake's install rewrites the
     # RPATH of every installed ELF file, which the stand-in's empty files are not (it compiles nothing)
     real.standin.run(
         ["cmake", "--build", str(real.build_dir), "-j", real.jobs], real.tree, real.env, real.log
     )
-    return PassWork.from_entries(ran_between(before, read_log(real.build_dir / ".ninja_log")))
+    return PassWork.from_entries(ran_between(before, read_log(real.build_dir / ".ninja_log"))), would_run
 
 
 def pass_one(real: RealBuild, python: Path, resume: bool) -> PassResult:
@@ -326,7 +329,7 @@ def pass_one(real: RealBuild, python: Path, resume: bool) -> PassResult:
     say(f"  {settled.reconfigures} reconfigure(s); rewritten: {', '.join(settled.rewritten) or 'nothing'}")
     edges = len(ninja_graph.commands(real.build_dir, real.env))
     say(f"pass 1: build ({edges} edges, stand-in compiler)")
-    work = build_pass(real)
+    work, _ = build_pass(real)
     say("pass 1: the driver's check (a reconfigure must leave nothing to rebuild)")
     stale = ninja_graph.rebuilt_after_reconfigure(
         real.build_dir,
@@ -357,10 +360,8 @@ def python_pass(real: RealBuild, python: Path) -> PassResult:
     changes = retarget(cache, target)
     edited = time.time_ns()
     cache.write()
-    ninja_graph.reconfigure(real.build_dir, real.env)
-    would_run = ninja_graph.would_run(real.build_dir, real.env)
-    say(f"  dry run: {len(would_run)} object(s)/linked file(s) would be rebuilt; building")
-    work = build_pass(real)
+    work, would_run = build_pass(real)
+    say(f"  the dry run listed {len(would_run)} object(s)/linked file(s)")
     headers = headers_written_since(real.tree, edited)
     check_retarget_kept(CMakeCache.load(real.build_dir / "CMakeCache.txt"), target, guarded)
     objects, linked = classify(work, set(python_linked_targets("linux-64")))

@@ -99,8 +99,8 @@ def would_run(build_dir: Path, env: Mapping[str, str]) -> list[str]:
     """The objects and linked files ninja would build now (a dry run), in ninja's order.
 
     A dry run cannot know that a code generator leaves its outputs unchanged (restat), so after a change
-    to a generator's command it over-counts: an upper bound, exact for a graph whose generators are
-    unchanged (pass 1's check)."""
+    to a generator's command it over-counts; and while build.ninja itself is stale (a cache edit, or a
+    generator whose outputs CMake reads) ninja plans nothing and says so: build ``build.ninja`` first."""
     text = _ninja(build_dir, env, ["-n"])
     return [match[1] for line in text.splitlines() if (match := _COMPILE_OR_LINK.match(line))]
 
