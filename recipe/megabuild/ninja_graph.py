@@ -12,6 +12,8 @@ rebuild (:func:`rebuilt_after_reconfigure`).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shlex
 import subprocess
@@ -38,14 +40,41 @@ def commands(build_dir: Path, env: Mapping[str, str]) -> list[str]:
     return _ninja(build_dir, env, ["-t", "commands"]).splitlines()
 
 
+# Files of the build directory CMake may write during a configure that objects are compiled from.
+GENERATED_SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hpp", ".cuh", ".inc")
+
+
 def reconfigure(build_dir: Path, env: Mapping[str, str]) -> None:
-    """A plain reconfigure: what ninja's generator rule runs when a cache edit makes build.ninja stale."""
+    """A plain reconfigure (what ninja's generator rule runs when a cache edit makes build.ninja stale) that
+    leaves files it rewrote with the same bytes at their old time stamp. PyTorch's caffe2/CMakeLists.txt
+    (2.6.0, measured here) writes build/empty.cpp with file(WRITE) on every configure: its new time stamp
+    recompiled empty.cpp.o and relinked libtorch.so in every later pass."""
+    before = _generated_sources(build_dir)
     result = subprocess.run(
         ["cmake", str(build_dir)], cwd=build_dir, env=dict(env), capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise GraphError(f"the reconfigure `cmake {build_dir}` failed ({last}): fix the configure first")
+    for path, (mtime_ns, digest) in before.items():
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if stat.st_mtime_ns != mtime_ns and _sha256(path) == digest:
+            os.utime(path, ns=(stat.st_atime_ns, mtime_ns))
+
+
+def _generated_sources(build_dir: Path) -> dict[Path, tuple[int, str]]:
+    found = {}
+    for path in build_dir.rglob("*"):
+        if path.suffix in GENERATED_SOURCE_SUFFIXES and "CMakeFiles" not in path.parts and path.is_file():
+            found[path] = (path.stat().st_mtime_ns, _sha256(path))
+    return found
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def output_of(command: str) -> str:
