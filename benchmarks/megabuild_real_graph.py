@@ -86,6 +86,9 @@ while [ "$#" -gt 1 ]; do
 done
 exit 0
 """
+# The driver's Python-linked targets (2.13.0) and 2.6.0's functorch, a MODULE linking torch_python
+# (functorch/CMakeLists.txt of the 2.6.0 source; the 2.13.0 wheel has no functorch extension).
+PYTHON_LINKED_2_6 = (*python_linked_targets("linux-64"), "functorch")
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh", ".inc", ".def")
 
 
@@ -360,11 +363,12 @@ def python_pass(real: RealBuild, python: Path) -> PassResult:
     changes = retarget(cache, target)
     edited = time.time_ns()
     cache.write()
+    ninja_graph.reconfigure(real.build_dir, real.env)  # as the driver's pass does (_reconfigure_if_stale)
     work, would_run = build_pass(real)
     say(f"  the dry run listed {len(would_run)} object(s)/linked file(s)")
     headers = headers_written_since(real.tree, edited)
     check_retarget_kept(CMakeCache.load(real.build_dir / "CMakeCache.txt"), target, guarded)
-    objects, linked = classify(work, set(python_linked_targets("linux-64")))
+    objects, linked = classify(work, set(PYTHON_LINKED_2_6))
     result = PassResult(f"4 pytorch (py{target.short})", target.short, would_run=would_run)
     result.objects, result.linked, result.generators = objects, linked, len(work.other)
     result.cache_changes = len(changes)
@@ -394,7 +398,7 @@ def graph_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
 
 def python_linked_objects(build_dir: Path, env: dict[str, str]) -> int:
     """Objects of the Python-linked targets in the graph: what a per-Python pass has to compile."""
-    targets = set(python_linked_targets("linux-64"))
+    targets = set(PYTHON_LINKED_2_6)
     return sum(1 for output in graph_objects(build_dir, env) if target_of_object(output) in targets)
 
 
