@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from megabuild import activation, environment, ninja_graph, report
 from megabuild.atomic_file import write_text
@@ -67,6 +68,9 @@ STATE_FILE = "pass1.json"
 SAVED_CACHE = "CMakeCache.pass1.txt"
 SAVED_LINALG = "linalg-nomagma"  # an install-tree-shaped directory: lib/libtorch_cuda_linalg.so
 RETARGETED = "retargeted-python.json"  # the Python the last cache edit named (written before the edit)
+
+
+T = TypeVar("T")
 
 
 class PassFailed(MegabuildError):
@@ -185,11 +189,10 @@ def _settle_graph(ctx: PassContext) -> None:
     Debian's 2.6.0 turns a library path into ``-lfmt`` (megabuild/ninja_graph.py), 2.13.0 may have
     others. A reconfigure costs seconds to a minute; the relink of libtorch_cpu it saves in every later
     pass costs minutes each."""
-    with step("settling the build graph (reconfigure until the command lines stop changing)"):
-        try:
-            settled = ninja_graph.settle(ctx.build.build_dir, ctx.env)
-        except ninja_graph.GraphError as exc:
-            raise PassFailed(str(exc)) from None
+    settled = _graph_step(
+        "settling the build graph (reconfigure until the command lines stop changing)",
+        lambda: ninja_graph.settle(ctx.build.build_dir, ctx.env),
+    )
     if settled.rewritten:
         say(
             f"the first reconfigure rewrote {len(settled.rewritten)} command line(s) (first "
@@ -202,17 +205,13 @@ def _check_settled(ctx: PassContext) -> None:
     that compiles or links, a later pass would have redone. Done here once, and a warning, or (--strict)
     a failed pass: the settle missed a rewrite."""
     build_dir = ctx.build.build_dir
-    with step("checking that a reconfigure leaves nothing to rebuild"):
-        try:
-            stale = ninja_graph.rebuilt_after_reconfigure(
-                build_dir,
-                ctx.env,
-                lambda: _run_command(
-                    ctx, "building again", ["cmake", "--build", str(build_dir), "-j", ctx.env["MAX_JOBS"]]
-                ),
-            )
-        except ninja_graph.GraphError as exc:
-            raise PassFailed(str(exc)) from None
+    build_again = ["cmake", "--build", str(build_dir), "-j", ctx.env["MAX_JOBS"]]
+    stale = _graph_step(
+        "checking that a reconfigure leaves nothing to rebuild",
+        lambda: ninja_graph.rebuilt_after_reconfigure(
+            build_dir, ctx.env, lambda: _run_command(ctx, "building again", build_again)
+        ),
+    )
     if stale:
         message = (
             f"pass 1 did not settle the build graph: after a reconfigure ninja rebuilt {len(stale)} "
@@ -585,9 +584,14 @@ def _reconfigure_if_stale(ctx: PassContext) -> None:
     manifest = build_dir / "build.ninja"
     if manifest.exists() and manifest.stat().st_mtime_ns >= ctx.cache_path.stat().st_mtime_ns:
         return
-    with step("reconfiguring for the edited cache"):
+    _graph_step("reconfiguring for the edited cache", lambda: ninja_graph.reconfigure(build_dir, ctx.env))
+
+
+def _graph_step(what: str, action: Callable[[], T]) -> T:
+    """A question to ninja or a reconfigure, as a logged step; its failure fails the pass."""
+    with step(what):
         try:
-            ninja_graph.reconfigure(build_dir, ctx.env)
+            return action()
         except ninja_graph.GraphError as exc:
             raise PassFailed(str(exc)) from None
 
