@@ -12,9 +12,10 @@ figures and explains the method:
 2. pass 1 as the driver does it: ``setup.py build --cmake-only`` under CPython 3.10, the driver's
    ``ninja_graph.settle``, the build, and the driver's check that a reconfigure leaves nothing to rebuild;
 3. one pass per later CPython (3.11, 3.12, 3.13 from pyenv): the driver's typed retarget of
-   CMakeCache.txt, the reconfigure it triggers, ``ninja -n -d explain`` (what would run), the build, and
-   the driver's ``.ninja_log`` accounting (what ran), split into Python-linked targets, code generators
-   and everything else.
+   CMakeCache.txt, the driver's reconfigure, the code generators build.ninja depends on, a dry run
+   (``ninja -n``: an upper bound), the build, and the driver's ``.ninja_log`` accounting (what ran), split
+   into Python-linked targets (2.6.0's ``functorch`` among them), code generators and everything else.
+   Report: per pass and the compile-work ratio against pass 1 + Python-linked objects x (N - 1).
 
 Compiling all of PyTorch takes hours, so the builds run with a stand-in compiler: in a private mount
 namespace the C and C++ compiler drivers are replaced by a script that writes an empty file at the ``-o``
