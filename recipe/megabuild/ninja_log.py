@@ -103,6 +103,16 @@ def target_of_object(output: str) -> str | None:
     return match[1] if match else None
 
 
+def target_of_linked(output: str) -> str:
+    """The CMake target a linked file belongs to, by CMake's naming: ``lib/libtorch_cpu.so.2.6.0`` and
+    ``libtorch_cpu.dylib`` are ``torch_cpu``, ``torch/_C.cpython-312-x86_64-linux-gnu.so`` is ``_C``,
+    ``bin/torch_shm_manager`` is ``torch_shm_manager``."""
+    name = output.rsplit("/", 1)[-1]
+    if name.startswith("lib") and (".so" in name or name.endswith((".a", ".dylib"))):
+        name = name[len("lib") :]
+    return name.split(".", 1)[0]
+
+
 @dataclass(frozen=True)
 class PassWork:
     """What one pass made ninja do."""

@@ -26,8 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from megabuild import activation, environment, report, windows
+from megabuild import activation, environment, ninja_graph, report, windows
 from megabuild.atomic_file import write_text
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
@@ -41,6 +42,7 @@ from megabuild.ninja_log import (
     check_ninja_writes_known_log,
     ran_between,
     read_log,
+    target_of_linked,
     target_of_object,
 )
 from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH
@@ -66,6 +68,9 @@ STATE_FILE = "pass1.json"
 SAVED_CACHE = "CMakeCache.pass1.txt"
 SAVED_LINALG = "linalg-nomagma"  # an install-tree-shaped directory: lib/libtorch_cuda_linalg.so
 RETARGETED = "retargeted-python.json"  # the Python the last cache edit named (written before the edit)
+
+
+T = TypeVar("T")
 
 
 class PassFailed(MegabuildError):
@@ -159,6 +164,8 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
     # hours of compiling must not end in a log this driver cannot read: ask the ninja that will run first
     check_ninja_writes_known_log(ctx.env)
     before = _log_snapshot(ctx)
+    _run_command(ctx, "pass 1 configure (libtorch-split)", [str(python), "setup.py", "build", "--cmake-only"])
+    _settle_graph(ctx)
     _run_command(ctx, "pass 1 (libtorch-split)", [str(python), "setup.py", "build"])
     cache = CMakeCache.load(ctx.cache_path)
     problems = _pass1_cache_problems(cache, build)
@@ -166,11 +173,54 @@ def pass_configure_and_build(ctx: PassContext) -> report.PassRecord:
         raise PassFailed(
             f"pass 1 configured {'; '.join(problems)}: check the host requirements of libtorch-split"
         )
+    _check_settled(ctx)
     with step("saving pass 1's results for the outputs"):
         _save_pass1_state(ctx, cache, probe(python))
     # read only after the state is saved: a log problem found now cannot cost the compile
     work = _work_since(ctx, before)
     return _record(name="1 libtorch-split", package=TOP_LEVEL, started=started, work=work, expected=None)
+
+
+def _settle_graph(ctx: PassContext) -> None:
+    """Before anything is compiled, reconfigure until CMake writes the same command lines twice.
+
+    Chosen over writing the first reconfigure's rewrite into the cache ourselves: which entries a
+    reconfigure changes is upstream's (or a distribution patch's) CMake logic, known only by running it;
+    Debian's 2.6.0 turns a library path into ``-lfmt`` (megabuild/ninja_graph.py), 2.13.0 may have
+    others. A reconfigure costs seconds to a minute; the relink of libtorch_cpu it saves in every later
+    pass costs minutes each."""
+    settled = _graph_step(
+        "settling the build graph (reconfigure until the command lines stop changing)",
+        lambda: ninja_graph.settle(ctx.build.build_dir, ctx.env),
+    )
+    if settled.rewritten:
+        say(
+            f"the first reconfigure rewrote {len(settled.rewritten)} command line(s) (first "
+            f"{settled.rewritten[0]}); settled after {settled.reconfigures} reconfigure(s), before compiling"
+        )
+
+
+def _check_settled(ctx: PassContext) -> None:
+    """After the build: reconfigure (what every later pass's cache edit triggers) and build again; what
+    that compiles or links, a later pass would have redone. Done here once, and a warning, or (--strict)
+    a failed pass: the settle missed a rewrite."""
+    build_dir = ctx.build.build_dir
+    build_again = ["cmake", "--build", str(build_dir), "-j", ctx.env["MAX_JOBS"]]
+    stale = _graph_step(
+        "checking that a reconfigure leaves nothing to rebuild",
+        lambda: ninja_graph.rebuilt_after_reconfigure(
+            build_dir, ctx.env, lambda: _run_command(ctx, "building again", build_again)
+        ),
+    )
+    if stale:
+        message = (
+            f"pass 1 did not settle the build graph: after a reconfigure ninja rebuilt {len(stale)} "
+            f"object(s)/linked file(s), first {stale[0]}, which every later pass would have redone "
+            "(`ninja -C build -n -d explain` after `cmake build` says why)"
+        )
+        if ctx.options.strict:
+            raise PassFailed(message)
+        warn(message)
 
 
 def _pass1_cache_problems(cache: CMakeCache, build: CondaBuild) -> list[str]:
@@ -544,8 +594,28 @@ def _work_since(ctx: PassContext, before: dict[str, LogEntry]) -> PassWork:
 
 def _run_build(ctx: PassContext, before: dict[str, LogEntry], what: str, command: list[str]) -> PassWork:
     _repair_generated_files(ctx)
+    _reconfigure_if_stale(ctx)
     _run_command(ctx, what, command)
     return _work_since(ctx, before)
+
+
+def _reconfigure_if_stale(ctx: PassContext) -> None:
+    """The reconfigure ninja would run for an edited cache, run by the driver instead, so that sources
+    CMake rewrites with the same bytes keep their time stamps (ninja_graph.reconfigure says why)."""
+    build_dir = ctx.build.build_dir
+    manifest = build_dir / "build.ninja"
+    if manifest.exists() and manifest.stat().st_mtime_ns >= ctx.cache_path.stat().st_mtime_ns:
+        return
+    _graph_step("reconfiguring for the edited cache", lambda: ninja_graph.reconfigure(build_dir, ctx.env))
+
+
+def _graph_step(what: str, action: Callable[[], T]) -> T:
+    """A question to ninja or a reconfigure, as a logged step; its failure fails the pass."""
+    with step(what):
+        try:
+            return action()
+        except ninja_graph.GraphError as exc:
+            raise PassFailed(str(exc)) from None
 
 
 def _repair_generated_files(ctx: PassContext) -> None:
@@ -570,14 +640,18 @@ def _stage(ctx: PassContext, package: str, trees: UpstreamTrees) -> int:
 
 
 def _check_work(ctx: PassContext, name: str, work: PassWork, expected: list[str]) -> list[str]:
-    """Objects compiled outside the pass's expected targets: a warning, or (--strict) a failed pass.
+    """Objects compiled or files linked outside the pass's expected targets: a warning, or (--strict) a
+    failed pass (a relink of libtorch_cpu compiles nothing and costs minutes).
 
     Runs before staging, so a strict failure stages nothing."""
-    unexpected = [o for o in work.objects if target_of_object(o) not in set(expected)]
+    allowed = set(expected)
+    unexpected = [o for o in work.objects if target_of_object(o) not in allowed]
+    unexpected += [o for o in work.linked if target_of_linked(o) not in allowed]
     if unexpected:
         message = (
-            f"{name} compiled {len(unexpected)} object(s) outside {', '.join(expected) or 'nothing'}, "
-            f"first {unexpected[0]}: an upstream cause of needless recompiles (docs/megabuild.md)"
+            f"{name} compiled or linked {len(unexpected)} file(s) outside "
+            f"{', '.join(expected) or 'nothing'}, first {unexpected[0]}: an upstream cause of needless "
+            "rebuilds (docs/megabuild.md)"
         )
         if ctx.options.strict:
             raise PassFailed(message)

@@ -10,6 +10,7 @@ What it reproduces (see docs/rehearsal.md and ../../docs/architecture.md):
   ``BUILD_PYTHON``, ``USE_NUMPY``, ``BUILD_TEST``, ``CMAKE_INSTALL_PREFIX=<source>/torch`` and
   ``TORCH_BUILD_VERSION``, then the words of ``$CMAKE_ARGS`` (the recipe's setup.py patch adds that);
   ``USE_*``/``BUILD_*``/``CMAKE_*`` environment variables reach CMake through cmake/EnvVarForwarding.cmake;
+- ``--cmake-only`` configures (when needed) and exits without building;
 - it imports ``tools/generate_torch_version.py`` at import time (``packaging``, and the assert that
   ``PYTORCH_BUILD_NUMBER`` is set whenever ``PYTORCH_BUILD_VERSION`` is) and takes the version from it;
 - ``torch._C`` is built and installed by CMake (2.13); setuptools copies ``torch/`` with its installed
@@ -144,6 +145,14 @@ def build_deps() -> None:
 
 
 def main() -> None:
+    # --cmake-only: configure, then exit before building and before setuptools sees the argument (upstream
+    # filters it out of sys.argv; pytorch 2.6.0 setup.py, "Stop once cmake terminates")
+    cmake_only = "--cmake-only" in sys.argv
+    sys.argv = [arg for arg in sys.argv if arg != "--cmake-only"]
+    if cmake_only:
+        cmake_generate()
+        report("Finished running cmake (--cmake-only)")
+        return
     if not NO_BUILD_COMMANDS.intersection(sys.argv[1:]):
         build_deps()
     setup(
