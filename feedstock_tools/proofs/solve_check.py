@@ -30,6 +30,9 @@ from feedstock_tools.proofs.solve_channel import Channel, Record, build_channel
 REQUESTS_FILE = Path(__file__).with_name("solve_requests.yaml")
 # the words of an expectation, by what they describe
 FLAVOUR, BLAS, LINALG, PYTHON, ARM = "flavour", "blas", "linalg", "python", "arm"
+# libmagma installed without a libtorch-cuda-linalg package: MAGMA linked into torch_cuda itself (Windows,
+# docs/recipe.md "Windows"), so libtorch depends on libmagma directly
+MAGMA_IN_TORCH = "libmagma"
 
 
 @dataclass(frozen=True)
@@ -93,9 +96,11 @@ def word_kind(word: str) -> str:
         return PYTHON
     if word in ("sbsa", "tegra"):
         return ARM
+    if word == MAGMA_IN_TORCH:
+        return MAGMA_IN_TORCH
     raise ToolError(
         f"unknown word {word!r} in an expectation of {REQUESTS_FILE.name}; use cpu/cudaNNN, mkl/generic, "
-        "magma/nomagma, pyNNN/nopython, sbsa/tegra or 'fails: TEXT'"
+        "magma/nomagma, libmagma, pyNNN/nopython, sbsa/tegra or 'fails: TEXT'"
     )
 
 
@@ -116,13 +121,15 @@ def verdict(expectation: str, outcome: Outcome) -> tuple[bool, str]:
     wanted.setdefault(LINALG, "none")
     wanted.setdefault(ARM, "none")
     got = outcome.words()
+    magma_in_torch = wanted.pop(MAGMA_IN_TORCH, None) is not None
     wrong = [f"{kind} {got[kind]} (expected {word})" for kind, word in wanted.items() if got[kind] != word]
     libblas = outcome.packages.get("libblas", {}).get("build", "")
     if got[BLAS] == "mkl" and not libblas.endswith("_mkl"):
         wrong.append(f"libblas {libblas or 'missing'} beside an MKL torch (two BLAS libraries)")
     has_magma = "libmagma" in outcome.packages
-    if has_magma != (got[LINALG] == "magma"):
-        wrong.append(f"libmagma {'installed' if has_magma else 'missing'} with the {got[LINALG]} linalg")
+    if has_magma != (got[LINALG] == "magma" or magma_in_torch):
+        linalg = "MAGMA linked into torch" if magma_in_torch else f"the {got[LINALG]} linalg"
+        wrong.append(f"libmagma {'installed' if has_magma else 'missing'} with {linalg}")
     return not wrong, "; ".join(wrong)
 
 
