@@ -52,7 +52,7 @@ def test_every_request_on_every_machine_is_as_expected(channel: Channel, tmp_pat
 
 def test_the_table_covers_the_issues_machines_and_requests() -> None:
     subdirs = {m.subdir for m in MACHINES}
-    assert {"linux-64", "linux-aarch64", "osx-64", "osx-arm64"} <= subdirs
+    assert {"linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64"} <= subdirs
     assert {m.name for m in MACHINES} >= {"linux-64", "linux-64 cuda12.9", "linux-64 cuda13.0"}
     specs = {" ".join(r.specs) for r in REQUESTS}
     assert {
@@ -96,6 +96,10 @@ def with_libmagma(entry: Record) -> None:
     """A non-MAGMA linalg record that wrongly brings libmagma (and no longer excludes it)."""
     entry["depends"].append("libmagma")
     entry["constrains"] = [s for s in entry["constrains"] if not s.startswith("libmagma")]
+
+
+def on_windows(*names: str) -> Callable[[Record], bool]:
+    return lambda r: r["subdir"] == "win-64" and r["name"] in names
 
 
 def builds(prefix: str) -> Callable[[Record], bool]:
@@ -178,6 +182,15 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
         lambda ch: change(ch, named("pytorch", "py314"), lambda r: r.update(depends=["python <0a0"])),
         "pytorch python=3.14", "linux-64", "found none",
     ),
+    # Windows links MAGMA into torch_cuda: libtorch itself must bring libmagma
+    "a Windows CUDA libtorch without libmagma": (
+        lambda ch: change(ch, on_windows("libtorch"), drop("libmagma")),
+        "pytorch-gpu", "win-64 cuda13.0", "libmagma missing with MAGMA linked into torch",
+    ),
+    "a Windows CUDA build without __cuda": (
+        lambda ch: change(ch, on_windows("libtorch", "pytorch"), drop("__cuda")),
+        "pytorch-gpu", "win-64", "found one",
+    ),
     "libtorch needs Python": (
         lambda ch: change(ch, named("libtorch", "cpu"), needs("python")),
         "libtorch", "linux-64", "python py",
@@ -212,6 +225,12 @@ def test_verdict_reads_the_expectation_words() -> None:
     assert verdict("cuda130 mkl", gpu) == (False, "linalg magma (expected none)")
     assert not verdict("cuda129 mkl magma", gpu)[0]
     assert not verdict("fails: __cuda", gpu)[0]
+    windows = installed(pytorch="cuda128_mkl_py312_h0_428", libmagma="h0", libblas="5_h0_mkl")
+    assert verdict("cuda128 mkl libmagma", windows) == (True, "")
+    assert verdict("cuda128 mkl", windows) == (False, "libmagma installed with the none linalg")
+    assert not verdict(
+        "cuda128 mkl libmagma", installed(pytorch="cuda128_mkl_py312_h0_428", libblas="5_h0_mkl")
+    )[0]
     failed = Outcome(error="Cannot solve the request because of: No candidates were found for pytorch-gpu *.")
     assert verdict("fails: No candidates were found for pytorch-gpu", failed) == (True, "")
     assert not verdict("fails: __cuda", failed)[0]
