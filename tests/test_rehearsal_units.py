@@ -166,3 +166,20 @@ def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> N
     (tmp_path / "conda-forge.yml").write_text("build_platform:\n  osx_arm64: win_arm64\n")
     with pytest.raises(ToolError, match=r"^conda-forge.yml builds osx-arm64 on win-arm64, .*fix build_"):
         target_for("osx-arm64", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("target", "cuda", "expected"),
+    [
+        ("linux-64", "12.9", ("__unix=0=0", "__glibc=99=0", "__cuda=12.9=0")),
+        ("osx-arm64", "None", ("__unix=0=0", "__osx=99=0")),
+        # Windows: conda detects __win and no __unix; a unix-only dependency must not solve there
+        ("win-64", "12.8", ("__win=10.0=0", "__cuda=12.8=0")),
+    ],
+)
+def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
+    target: str, cuda: str, expected: tuple[str, ...]
+) -> None:
+    from feedstock_tools.proofs.rehearsal.solver_pick import machine_for
+
+    assert machine_for(target, {"cuda_compiler_version": cuda}).virtual == expected

@@ -27,7 +27,12 @@ class Built(Protocol):
 
 def machine_for(target: str, variant: Mapping[str, str]) -> Machine:
     """The target's machine, with an NVIDIA driver of the configuration's CUDA version when it has one."""
-    virtual = ["__unix=0=0", "__osx=99=0" if target.startswith("osx") else "__glibc=99=0"]
+    # the virtual packages conda detects on each platform (conda's plugins/virtual_packages): Windows has
+    # __win and no __unix; a unix target has __osx or __glibc (any version: the rehearsal builds for this one)
+    if target.startswith("win"):
+        virtual = ["__win=10.0=0"]
+    else:
+        virtual = ["__unix=0=0", "__osx=99=0" if target.startswith("osx") else "__glibc=99=0"]
     cuda = variant.get("cuda_compiler_version", "None")
     if cuda != "None":
         virtual.append(f"__cuda={cuda}=0")
