@@ -95,7 +95,7 @@ class _LenientUndefined(jinja2.ChainableUndefined):
         return self
 
 
-def _conda_build_context(variant: Mapping[str, Any]) -> dict[str, Any]:
+def _conda_build_context(variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> dict[str, Any]:
     def compiler(language: str) -> str:
         return f"{language}_compiler_stub"
 
@@ -105,7 +105,9 @@ def _conda_build_context(variant: Mapping[str, Any]) -> dict[str, Any]:
     def pin_compatible(name: str, *args: Any, **kwargs: Any) -> str:
         return name
 
-    context: dict[str, Any] = dict(variant)
+    # conda-build's Jinja context holds the selector names too (linux, win, aarch64, ...: meta.yaml's
+    # "{% if linux %}"), then the variant
+    context: dict[str, Any] = {**namespace, **variant}
     context.update(
         compiler=compiler,
         stdlib=compiler,
@@ -121,13 +123,16 @@ def _conda_build_context(variant: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_recipe(recipe_dir: Path, subdir: str, variant: Mapping[str, Any]) -> Any:
-    """``meta.yaml`` rendered for one variant (Jinja, then selectors, then YAML), as Python data."""
+    """``meta.yaml`` rendered for one variant (selectors, Jinja, selectors, then YAML), as Python data.
+
+    Selectors go first as in conda-build, whose Jinja loader filters the lines (jinja_context.FilteredLoader):
+    a ``{% set %}`` line behind a false selector must never run (meta.yaml's ``tegra``)."""
     meta = recipe_dir / "meta.yaml"
     try:
-        source = meta.read_text(encoding="utf-8")
-        template = jinja2.Environment(undefined=_LenientUndefined).from_string(source)
-        rendered = template.render(_conda_build_context(variant))
         namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
+        source = select_lines(meta.read_text(encoding="utf-8"), namespace)
+        template = jinja2.Environment(undefined=_LenientUndefined).from_string(source)
+        rendered = template.render(_conda_build_context(variant, namespace))
         return yaml.safe_load(select_lines(rendered, namespace))
     except (OSError, jinja2.TemplateError, SelectorError, yaml.YAMLError) as exc:
         raise PinReadError(f"{meta}: {exc}") from exc
