@@ -81,6 +81,7 @@ class CondaBuild:
             value = env.get(name)
             return Path(value) if value else None
 
+        pkg_name = need("PKG_NAME")  # first: it names the pass, and a bare run lacks it before anything else
         target_platform = need("target_platform")
         windows = target_platform.startswith("win-")
         if windows and not env.get("LIBRARY_PREFIX"):
@@ -93,7 +94,7 @@ class CondaBuild:
         if not cpu_count.isdigit() or int(cpu_count) < 1:
             raise MegabuildError(f"CPU_COUNT={cpu_count!r} is not a positive number: fix it or unset it")
         return cls(
-            pkg_name=need("PKG_NAME"),
+            pkg_name=pkg_name,
             pkg_version=env.get("TOP_PKG_VERSION") or need("PKG_VERSION"),
             prefix=Path(need("PREFIX")),
             build_prefix=Path(need("BUILD_PREFIX")),
