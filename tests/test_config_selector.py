@@ -81,14 +81,14 @@ def test_filters_by_platform_cuda_and_blas() -> None:
     def kept(**fields: str) -> list[str]:
         return [summary.name for summary in ConfigFilter(**fields).apply(summaries)]
 
-    assert kept(cuda="none") == [*CPU, "osx_64_blas_implgeneric", "osx_64_blas_implmkl", "osx_arm64_"]
+    assert kept(cuda="none") == sorted([*CPU, "osx_64_blas_implgeneric", "osx_64_blas_implmkl", "osx_arm64_"])
     assert kept(cuda="any") == CUDA
     assert kept(platform="linux_64", cuda="13.0", blas="mkl") == [
         n for n in CUDA if n.startswith("linux_64_blas_implmkl") and "13.0" in n
     ]
     assert kept(platform="osx-arm64") == ["osx_arm64_"]
-    with pytest.raises(SelectionError, match=r"--cuda 12\.8: no configuration has it; choose one of none"):
-        kept(cuda="12.8")
+    with pytest.raises(SelectionError, match=r"--cuda 11\.8: no configuration has it; choose one of none"):
+        kept(cuda="11.8")
     with pytest.raises(SelectionError, match=r"--blas openblas: .* choose one of"):
         kept(blas="openblas")
     with pytest.raises(SelectionError, match=r"no configuration is platform osx-64, CUDA 12\.9"):

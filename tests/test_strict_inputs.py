@@ -76,7 +76,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
     "contradictory options": [
         ("rehearse --list osx_arm64", "--list takes no CONFIG"),
         ("rehearse {ci}/osx_arm64_.yaml --cuda none", "names one file: --platform/--cuda/--blas apply"),
-        ("rehearse --list --cuda 12.8", "--cuda 12.8: no configuration has it"),
+        ("rehearse --list --cuda 11.8", "--cuda 11.8: no configuration has it"),
         ("rehearse --list --platform osx-64 --cuda 12.9", "no configuration is platform osx-64, CUDA 12.9"),
         ("render osx_arm64 --subdir osx-64", "--subdir applies only without CONFIG"),
         ("wheel-layout {file} --provenance here --work {dir}/w", "--provenance describes a --file-list"),

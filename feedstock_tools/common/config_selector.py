@@ -168,7 +168,12 @@ class ConfigFilter:
         checks = (
             ("--platform", platform, [c.target_platform for c in configs]),
             ("--blas", self.blas, [c.blas for c in configs]),
-            ("--cuda", self.cuda, [*cuda_words, *(c.cuda for c in configs if c.cuda != "CPU")]),
+            (
+                "--cuda",
+                self.cuda,
+                # versions in numeric order (12.8 before 12.9 before 13.0), whatever order the files come in
+                [*cuda_words, *sorted({c.cuda for c in configs if c.cuda != "CPU"}, key=_version_key)],
+            ),
         )
         for option, value, known in checks:
             if value is not None and value.lower() not in {k.lower() for k in known}:
@@ -182,3 +187,7 @@ class ConfigFilter:
     def describe(self) -> str:
         named = (("platform", self.platform), ("CUDA", self.cuda), ("BLAS", self.blas))
         return ", ".join(f"{name} {value}" for name, value in named if value is not None)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
