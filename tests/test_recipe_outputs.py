@@ -410,7 +410,6 @@ def test_recipe_is_conda_build_v3_syntax_only():
     assert "${{" not in text  # v1 Jinja
     assert not re.search(r"^context:|^\s+- if:|^\s+then:|^schema_version:", text, re.M)  # v1 structure
     assert not (RECIPE / "recipe.yaml").exists()
-    assert not (RECIPE / "bld.bat").exists()  # Windows is not supported (docs/recipe.md)
 
 
 def test_every_output_with_files_runs_the_driver():
