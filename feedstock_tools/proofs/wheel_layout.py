@@ -332,17 +332,18 @@ def wheel_cuda_version(wheel: Path) -> str:
 
 
 def find_config(wheel: Path, tag: WheelTag) -> Path:
-    """The ``.ci_support`` configuration of the wheel's target: its subdir, CUDA version, generic BLAS."""
+    """The ``.ci_support`` configuration of the wheel's target: its subdir, CUDA version, and generic BLAS
+    where the platform has both (win-64 builds MKL only)."""
     cuda = wheel_cuda_version(wheel)
     matching = []
     for config in sorted(CI_SUPPORT.glob("*.yaml")):
         variant = load_variant_config(config)
-        if (
-            tag.subdir in variant.get("target_platform", [])
-            and cuda in [str(v) for v in variant.get("cuda_compiler_version", ["None"])]
-            and "mkl" not in variant.get("blas_impl", [])
-        ):
-            matching.append(config)
+        if tag.subdir in variant.get("target_platform", []) and cuda in [
+            str(v) for v in variant.get("cuda_compiler_version", ["None"])
+        ]:
+            matching.append((config, "mkl" in variant.get("blas_impl", [])))
+    generic = [config for config, mkl in matching if not mkl]
+    matching = generic if generic else [config for config, _ in matching]
     if len(matching) != 1:
         found = ", ".join(c.name for c in matching) or "none"
         raise ToolError(
