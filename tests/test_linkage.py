@@ -9,6 +9,7 @@ compiled here.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, RULES
+from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, rules_for
 from megabuild.staging import INSTALL_TREE_DIRS, rule_claims
 from wheel_fixtures import (
     WHEELS,
@@ -51,7 +52,8 @@ def dropped(path: str, wheel: WheelFixture) -> bool:
     if not path.startswith(("torch/lib/", "torch/bin/")):
         return False
     install = path.removeprefix("torch/")
-    return any(r.package == NOT_SHIPPED for r in RULES if rule_claims(r, "install", install, wheel.shlib))
+    rules = rules_for(wheel.shlib)
+    return any(r.package == NOT_SHIPPED for r in rules if rule_claims(r, "install", install, wheel.shlib))
 
 
 def checked_run(wheel: WheelFixture, directory: Path, drop: tuple[str, ...] = ()) -> str:
@@ -79,7 +81,7 @@ def test_every_installed_file_of_the_wheel_has_exactly_one_rule(wheel: WheelFixt
     run on the real x86_64 layout in test_cuda_wheel_files.py and below)."""
     counts: dict[str, int] = {}
     for path in install_tree_files(wheel):
-        claimed = [rule for rule in RULES if rule_claims(rule, "install", path, wheel.shlib)]
+        claimed = [rule for rule in rules_for(wheel.shlib) if rule_claims(rule, "install", path, wheel.shlib)]
         assert len(claimed) == 1, (path, [rule.pattern for rule in claimed])
         counts[claimed[0].package] = counts.get(claimed[0].package, 0) + 1
     expected = {
@@ -88,17 +90,28 @@ def test_every_installed_file_of_the_wheel_has_exactly_one_rule(wheel: WheelFixt
         "cuda130": {LIBTORCH: 9207, LIBTORCH_CUDA_LINALG: 1, PYTORCH: 1, NOT_SHIPPED: 284},
         "cuda130-aarch64": {LIBTORCH: 9207, LIBTORCH_CUDA_LINALG: 1, PYTORCH: 1, NOT_SHIPPED: 453},
         "macos-arm64": {LIBTORCH: 9703, PYTORCH: 1, NOT_SHIPPED: 370},
+        # pytorch: torch_python.dll and its import library
+        "cp312-win_amd64": {LIBTORCH: 9165, PYTORCH: 2, NOT_SHIPPED: 260},
     }[wheel.target]
     assert counts == expected
 
 
+def shared_libraries(wheel: WheelFixture) -> list[str]:
+    """The wheel's lib/ shared libraries: lib*.so*/lib*.dylib, or on Windows every *.dll."""
+    prefix, suffix = ("lib/", ".dll") if wheel.shlib == ".dll" else ("lib/lib", "")
+    return [
+        path
+        for path in install_tree_files(wheel)
+        if path.startswith(prefix) and path.count("/") == 1 and suffix in path
+    ]
+
+
 @wheels
 def test_each_bundled_library_has_a_decision_and_is_never_shipped(wheel: WheelFixture) -> None:
-    libraries = [
-        path for path in install_tree_files(wheel) if path.startswith("lib/lib") and path.count("/") == 1
-    ]
+    rules = rules_for(wheel.shlib)
+    libraries = shared_libraries(wheel)
     for library in libraries:
-        (rule,) = [r for r in RULES if rule_claims(r, "install", library, wheel.shlib)]
+        (rule,) = [r for r in rules if rule_claims(r, "install", library, wheel.shlib)]
         if rule.package == NOT_SHIPPED:
             assert rule.bundled is not None or rule.why.startswith("BUILD_TEST"), library
         if rule.bundled is not None:
@@ -109,7 +122,7 @@ def test_each_bundled_library_has_a_decision_and_is_never_shipped(wheel: WheelFi
     bundled = {
         path
         for path in libraries
-        if next(r for r in RULES if rule_claims(r, "install", path, wheel.shlib)).bundled
+        if next(r for r in rules if rule_claims(r, "install", path, wheel.shlib)).bundled
     }
     assert bundled == {
         "cuda130": {"lib/libgomp.so.1"},
@@ -120,6 +133,7 @@ def test_each_bundled_library_has_a_decision_and_is_never_shipped(wheel: WheelFi
             "lib/libnvpl_lapack_lp64_gomp.so.0",
         },
         "macos-arm64": {"lib/libomp.dylib"},
+        "cp312-win_amd64": {"lib/libiomp5md.dll", "lib/libiompstubs5md.dll", "lib/uv.dll"},
     }[wheel.target]  # fmt: skip
 
 
@@ -144,6 +158,51 @@ def test_every_need_of_every_wheel_binary_resolves(wheel: WheelFixture, tmp_path
             "accepted by a bundled-library decision" not in report
         )  # libomp: llvm-openmp, a run requirement
         assert "| LLVM OpenMP runtime" in report
+    if wheel.target == "cp312-win_amd64":
+        # libiomp5md.dll: llvm-openmp, uv.dll: libuv, MSVCP140.dll: vc14_runtime (names without case),
+        # api-ms-win-crt-*: ucrt, python312.dll: python; all run requirements, no decision needed
+        assert "accepted by a bundled-library decision" not in report
+        assert "| Intel OpenMP runtime libiomp5md.dll" in report and "| libuv uv.dll" in report
+
+
+def test_a_dll_removed_from_the_windows_wheel_is_one_line(tmp_path: Path) -> None:
+    (win,) = [w for w in WHEELS if w.target == "cp312-win_amd64"]
+    with pytest.raises(ToolError) as raised:
+        checked_run(win, tmp_path, drop=("torch/lib/c10.dll",))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "need(s) c10.dll: no package provides it (expected in libtorch, by the staging rule" in message
+    assert "libtorch:Library/bin/torch_cpu.dll" in message
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_windows_dll_of_a_package_that_is_no_run_requirement_is_named(tmp_path: Path) -> None:
+    """torch_cpu.dll loads libiomp5md.dll and MSVCP140.dll: without llvm-openmp, and without the MSVC
+    compiler whose run_exports bring vc14_runtime, both are overlinking (a recipe edit simulated)."""
+    (win,) = [w for w in WHEELS if w.target == "cp312-win_amd64"]
+    needs = win.needs["torch/lib/torch_cpu.dll"]
+    prefix = tmp_path / "libtorch"
+    (prefix / "Library" / "bin").mkdir(parents=True)
+    for name in ("torch_cpu.dll", "c10.dll"):
+        (prefix / "Library" / "bin" / name).write_bytes(b"")
+    run = linkage.run_requirements((), ("cmake", "libuv", "mkl-devel"), (), (), "win")
+    spec = linkage.PackageSpec(LIBTORCH, prefix, run)
+    report = linkage.LinkageCheck(
+        [spec], "win", reader=lambda path: needs if path.name == "torch_cpu.dll" else None
+    ).run()
+    assert report.errors == [
+        f"libtorch:Library/bin/torch_cpu.dll need(s) {library}: conda-forge's {package} provides it, but it "
+        f"is not a run requirement of libtorch (overlinking)"
+        for library, package in (("libiomp5md.dll", "llvm-openmp"), ("MSVCP140.dll", "vc14_runtime"),
+                                 ("VCRUNTIME140.dll", "vc14_runtime"), ("VCRUNTIME140_1.dll", "vc14_runtime"))
+    ] + [
+        f"libtorch:Library/bin/torch_cpu.dll need(s) {library}: conda-forge's ucrt provides it, but it is "
+        "not a run requirement of libtorch (overlinking)"
+        for library in needs.needed if library.startswith("api-ms-win-crt-")
+    ]  # fmt: skip
+    assert set(run) == {"libuv", "mkl"}
+    with_compiler = linkage.run_requirements((), ("vs2022_win-64", "llvm-openmp", "libuv"), (), (), "win")
+    assert set(with_compiler) == {"llvm-openmp", "vc14_runtime", "ucrt", "libuv"}
 
 
 def test_a_library_removed_from_the_mac_wheel_is_one_line(tmp_path: Path) -> None:
@@ -256,31 +315,48 @@ def test_a_library_no_package_has_fails_and_an_unused_requirement_warns(elf_pack
 # ---- the package tests expect what the real binaries are -------------------------------------------------
 
 
+def library_test(command: str) -> tuple[str, bool] | None:
+    """A package test command about one library file: its install-tree path (``lib/<name>``, where the
+    wheel has it) and whether the test wants it present. unix: ``test -f``/``test ! -e`` of
+    ``${PREFIX}/lib/<name>``; win: ``if [not] exist "%LIBRARY_BIN%\\<name>"`` (or ``%LIBRARY_LIB%``)."""
+    unix = re.fullmatch(r'test (-f|! -e) "\$\{PREFIX\}/(lib/[^"/]+)"', command)
+    if unix:
+        return unix[2], unix[1] == "-f"
+    win = re.fullmatch(r'if (not )?exist "%LIBRARY_(?:BIN|LIB)%\\([^"\\]+)" exit 1', command)
+    if win:
+        return f"lib/{win[2]}", bool(win[1])
+    return None
+
+
 @wheels
 def test_package_tests_expect_the_libraries_the_wheel_ships(wheel: WheelFixture) -> None:
+    rules = rules_for(wheel.shlib)
     rendered = render_recipe(REPO / "recipe", ci_config(wheel.subdir, wheel_cuda(wheel)))
     shipped = {f.path.removeprefix("torch/") for f in wheel.files if f.path.startswith("torch/lib/")}
     tested: set[str] = set()
     for output in rendered.outputs:
         for command in output.test.get("commands", []):
-            if command.startswith('test -f "${PREFIX}/lib/lib'):
-                library = command.split('"')[1].removeprefix("${PREFIX}/")
+            test = library_test(command)
+            if test is None:
+                continue
+            library, present = test
+            if present:
                 assert library in shipped, (output.name, library)
                 tested.add(library)
-            if command.startswith('test ! -e "${PREFIX}/lib/'):
-                absent = command.split('"')[1].removeprefix("${PREFIX}/")
-                (rule,) = [r for r in RULES if rule_claims(r, "install", absent, wheel.shlib)]
-                assert absent in shipped and rule.package == PYTORCH  # shipped by pytorch, not libtorch
+            else:
+                (rule,) = [r for r in rules if rule_claims(r, "install", library, wheel.shlib)]
+                assert library in shipped and rule.package == PYTORCH  # shipped by pytorch, not libtorch
     own = {
         library
         for library in shipped
-        for rule in RULES
+        for rule in rules
         if rule.package in (LIBTORCH, LIBTORCH_CUDA_LINALG)
         and rule_claims(rule, "install", library, wheel.shlib)
     }
     # every library libtorch gets from the wheel is tested, but the one the conda build has not (NVSHMEM)
     untested = {library for library in own - tested if "nvshmem" not in library}
     assert untested == set()
+    assert tested  # the commands were recognised at all
     assert any("NVSHMEM" in entry.what for entry in WHEEL_ONLY)
 
 

@@ -27,7 +27,7 @@ CI_SUPPORT = DATA.parents[1] / ".ci_support"
 class WheelFixture:
     """One real wheel as the fixtures keep it."""
 
-    target: str  # the fixtures' name part: cuda130, cuda130-aarch64, macos-arm64
+    target: str  # the fixtures' name part: cuda130, cuda130-aarch64, macos-arm64, cp312-win_amd64
     wheel_name: str
     subdir: str
     shlib: str
@@ -47,18 +47,21 @@ WHEELS = (
         "cuda130-aarch64", "torch-2.13.0-cp312-cp312-manylinux_2_28_aarch64.whl", "linux-aarch64", ".so"
     ),
     WheelFixture("macos-arm64", "torch-2.13.0-cp312-cp312-macosx_14_0_arm64.whl", "osx-arm64", ".dylib"),
+    WheelFixture("cp312-win_amd64", "torch-2.13.0-cp312-cp312-win_amd64.whl", "win-64", ".dll"),
 )
 
 
 def ci_config(subdir: str, cuda: str) -> Path:
-    """The generic-BLAS .ci_support file of a target (what find_config picks for that wheel)."""
-    (config,) = [
+    """The .ci_support file of a target, generic BLAS where the target has it (win-64 builds MKL only):
+    what find_config picks for that wheel, found here by reading the files directly."""
+    candidates = [
         path
         for path in sorted(CI_SUPPORT.glob("*.yaml"))
         if load_variant_config(path)["target_platform"] == [subdir]
         and str(load_variant_config(path)["cuda_compiler_version"][0]) == cuda
-        and load_variant_config(path)["blas_impl"] == ["generic"]
     ]
+    generic = [path for path in candidates if load_variant_config(path)["blas_impl"] == ["generic"]]
+    (config,) = generic or candidates
     return config
 
 
@@ -95,7 +98,9 @@ class FixtureNeeds:
             return None
         package_root = self.work / "packages"
         relative = path.relative_to(package_root).as_posix().split("/", 1)[1]
-        if relative.startswith(self.site_packages + "/"):
+        if relative.startswith("Library/bin/"):  # win-64: the wheel's torch/lib/x.dll (staging table)
+            member = "torch/lib/" + relative.removeprefix("Library/bin/")
+        elif relative.startswith(self.site_packages + "/"):
             member = relative.removeprefix(self.site_packages + "/")
         else:
             member = f"torch/{relative}"

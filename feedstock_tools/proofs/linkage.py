@@ -34,7 +34,14 @@ from typing import Any, Literal
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
-from feedstock_tools.proofs.runtime_libraries import PROVIDERS, SYSTEM, WHEEL_ONLY, Platform, Provider
+from feedstock_tools.proofs.runtime_libraries import (
+    PROVIDERS,
+    SHLIB_EXT,
+    SYSTEM,
+    WHEEL_ONLY,
+    Platform,
+    Provider,
+)
 
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")
@@ -370,7 +377,9 @@ class LinkageCheck:
     def _in_run_requirements(self, package: str, library: str, found: str | None) -> Resolution | str | None:
         base = _base(library)
         for provider in PROVIDERS:
-            if self.platform in provider.platforms and _matches(base, provider.libraries):
+            if self.platform not in provider.platforms:
+                continue
+            if _matches(base, provider.libraries, self._case_sensitive):
                 if provider.package in self.packages[package].run:
                     return Resolution("run requirement", provider.package)
                 return (
@@ -430,21 +439,27 @@ class LinkageCheck:
                 return None
         return None
 
+    @property
+    def _case_sensitive(self) -> bool:
+        """Windows' loader compares DLL names without case (the wheel imports MSVCP140.dll, vc14_runtime
+        ships msvcp140.dll); ELF and Mach-O loaders compare bytes."""
+        return self.platform != "win"
+
     def _is_system(self, library: str) -> bool:
         system = SYSTEM[self.platform]
         if self.platform == "osx":
             return library.startswith("/") and _matches(library, system)
-        return _matches(_base(library), system, case_sensitive=self.platform != "win")
+        return _matches(_base(library), system, self._case_sensitive)
 
     def _provider(self, package: str) -> Provider | None:
         return next((p for p in PROVIDERS if p.package == package and self.platform in p.platforms), None)
 
     def _expected(self, library: str, package: str) -> str:
         """The package the staging table would put ``library`` into, from its install-tree rules."""
-        for shlib in _staging.SHLIB_EXTS:
-            for rule in _package_files.RULES:
-                if _staging.rule_claims(rule, "install", f"lib/{library}", shlib) and rule.action == "copy":
-                    return f"expected in {rule.package}, by the staging rule {rule.pattern!r}"
+        shlib = SHLIB_EXT[self.platform]
+        for rule in _package_files.rules_for(shlib):
+            if _staging.rule_claims(rule, "install", f"lib/{library}", shlib) and rule.action == "copy":
+                return f"expected in {rule.package}, by the staging rule {rule.pattern!r}"
         return f"expected from a run requirement of {package}"
 
 
@@ -462,11 +477,10 @@ def _matches(name: str, patterns: Iterable[str], case_sensitive: bool = True) ->
 
 def _wheel_decision(library: str, platform: Platform) -> str | None:
     """The decision that accepts a wheel binary's need of a library the conda build does not ship."""
-    shlib = {"linux": ".so", "osx": ".dylib"}.get(platform)
-    if shlib is not None:
-        for rule in _package_files.RULES:
-            if rule.bundled is not None and _staging.rule_claims(rule, "install", f"lib/{library}", shlib):
-                return _describe_bundled(rule.bundled)
+    shlib = SHLIB_EXT[platform]
+    for rule in _package_files.rules_for(shlib):
+        if rule.bundled is not None and _staging.rule_claims(rule, "install", f"lib/{library}", shlib):
+            return _describe_bundled(rule.bundled)
     for wheel_only in WHEEL_ONLY:
         if _matches(library, wheel_only.libraries):
             return f"{wheel_only.what}: absent in the conda build ({wheel_only.evidence})"

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Platform = Literal["linux", "osx", "win"]
+# conda-build's SHLIB_EXT (conda_build/utils.py get_shlib_ext): the staging table's {shlib} of each platform
+SHLIB_EXT: dict[Platform, str] = {"linux": ".so", "osx": ".dylib", "win": ".dll"}
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,17 @@ class WheelOnly:
 _LINUX: tuple[Platform, ...] = ("linux",)
 _OSX: tuple[Platform, ...] = ("osx",)
 _UNIX: tuple[Platform, ...] = ("linux", "osx")
+_WIN: tuple[Platform, ...] = ("win",)
+_ALL: tuple[Platform, ...] = ("linux", "osx", "win")
 _CTNG = "ctng-compilers-feedstock b9e501a recipe/meta.yaml"
 # conda-forge's CUDA component packages come in pairs: <name>-dev run_exports <name> (libcublas-feedstock
 # e6c0206 recipe/meta.yaml: libcublas-dev run_exports pin_subpackage("libcublas", max_pin="x"), and its
 # libcublas output ships lib/lib*blas*.so.*); the other component feedstocks follow the same split.
 _CUDA_SPLIT = "CUDA component split as libcublas-feedstock e6c0206 (the -dev package run_exports the runtime)"
 _BLAS_SPLIT = "blas-feedstock 5505ad3 recipe/meta.yaml: each interface output run_exports itself, x-pinned"
+# conda-forge's MSVC activation package vs<year>_win-64 (the compiler('c')/compiler('cxx') of win-64) has
+# strong run_exports vc14_runtime and, for VS 2017 update 10 and later, ucrt
+_VC = "vc-feedstock afcf954 recipe/meta.yaml"
 
 # fmt: off
 PROVIDERS: tuple[Provider, ...] = (
@@ -72,12 +79,32 @@ PROVIDERS: tuple[Provider, ...] = (
     Provider("llvm-openmp", ("libomp.dylib",), _OSX, ("llvm-openmp",),
              "openmp-feedstock 7776098 recipe/meta.yaml: llvm-openmp strong run_exports itself; its test "
              "checks lib/libomp.dylib"),
+    Provider("llvm-openmp", ("libomp.dll", "libiomp5md.dll"), _WIN, ("llvm-openmp",),
+             "openmp-feedstock 7776098 recipe/meta.yaml: llvm-openmp strong run_exports itself; on win its "
+             "test checks Library/bin/libomp.dll and Library/bin/libiomp5md.dll (a forwarder to libomp)"),
+    Provider("vc14_runtime", ("msvcp140*.dll", "vcruntime140*.dll", "concrt140.dll", "vccorlib140.dll",
+                              "vcamp140.dll"), _WIN, ("vs20*_win-64",),
+             f"{_VC}: vs<year>_win-64 strong run_exports vc14_runtime; vc14_runtime's test checks these DLLs "
+             "in %PREFIX% and Library/bin"),
+    Provider("vcomp14", ("vcomp140.dll",), _WIN, (),
+             f"{_VC}: the vcomp14 output ships vcomp140.dll (its test); a run dependency of vc14_runtime, so "
+             "only an explicit run requirement names it (patch 0024 keeps PyTorch off it)"),
+    Provider("ucrt", ("api-ms-win-crt-*.dll", "api-ms-win-core-*.dll", "ucrtbase.dll"), _WIN,
+             ("vs20*_win-64",),
+             f"{_VC}: vs<year>_win-64 strong run_exports ucrt >=10.0.20348.0 for VS 2017 update 10 and "
+             "later; ucrt-feedstock 4ca9b7e recipe/bld.bat copies the Windows SDK's ucrt redistributable "
+             "DLLs (ucrtbase.dll and the api-ms-win-* forwarders) into %PREFIX% and Library/bin"),
+    # ---- the interpreter --------------------------------------------------------------------------------
+    Provider("python", ("python3*.dll",), _WIN, (),
+             "python-feedstock df31527a recipe/build_base.bat copies python<XY>.dll into %PREFIX%; python "
+             "run_exports only python_abi (its meta.yaml), so pytorch's explicit run requirement names it"),
     # ---- BLAS / LAPACK interface packages ----------------------------------------------------------------
     Provider("libblas", ("libblas.so.3", "libblas.3.dylib"), _UNIX, ("libblas",), _BLAS_SPLIT),
     Provider("libcblas", ("libcblas.so.3", "libcblas.3.dylib"), _UNIX, ("libcblas",), _BLAS_SPLIT),
     Provider("liblapack", ("liblapack.so.3", "liblapack.3.dylib"), _UNIX, ("liblapack",), _BLAS_SPLIT),
-    Provider("mkl", ("libmkl_*.so.*", "libmkl_*.dylib"), _UNIX, ("mkl-devel",),
-             "mkl-devel run_exports mkl (intel_repack-feedstock, not checked here)"),
+    Provider("mkl", ("libmkl_*.so.*", "libmkl_*.dylib", "mkl_*.dll"), _ALL, ("mkl-devel",),
+             "mkl-devel run_exports mkl (intel_repack-feedstock, not checked here); on win the mkl output's "
+             "test checks Library/bin/mkl_core.3.dll (intel_repack-feedstock 54d37f9 recipe/meta.yaml)"),
     # ---- C++ dependencies of the recipe's host ----------------------------------------------------------
     Provider("libprotobuf", ("libprotobuf.so.*", "libprotobuf.*.dylib"), _UNIX, ("libprotobuf",),
              "libprotobuf run_exports itself (conda-forge pinning pins it as a shared library)"),
@@ -85,7 +112,9 @@ PROVIDERS: tuple[Provider, ...] = (
              "libabseil run_exports itself (conda-forge pinning pins it as a shared library)"),
     Provider("sleef", ("libsleef.so.*", "libsleef.*.dylib"), _UNIX, ("sleef",),
              "sleef run_exports itself"),
-    Provider("libuv", ("libuv.so.*", "libuv.*.dylib"), _UNIX, ("libuv",), "libuv run_exports itself"),
+    Provider("libuv", ("libuv.so.*", "libuv.*.dylib", "uv.dll"), _ALL, ("libuv",),
+             "libuv-feedstock 13188ba recipe/meta.yaml: run_exports pin_subpackage('libuv', max_pin='x'); "
+             "its win test checks Library/bin/uv.dll"),
     # ---- CUDA (linux) ---------------------------------------------------------------------------------
     Provider("cuda-cudart", ("libcudart.so.*",), _LINUX, ("cuda-cudart-dev",), _CUDA_SPLIT),
     Provider("cuda-cupti", ("libcupti.so.*",), _LINUX, ("cuda-cupti-dev",), _CUDA_SPLIT),

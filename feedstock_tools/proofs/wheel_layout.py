@@ -44,12 +44,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock_tools.ci.ci_files import summarize
 from feedstock_tools.common import config_selector, inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT, import_megabuild
-from feedstock_tools.conda.recipe_render import load_variant_config
 from feedstock_tools.proofs import linkage
+from feedstock_tools.proofs.runtime_libraries import SHLIB_EXT
 
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")
@@ -74,8 +75,6 @@ SUBDIRS = {
     ("osx", "x86_64"): "osx-64",
     ("win", "amd64"): "win-64",
 }
-# conda-build's SHLIB_EXT (conda_build/utils.py get_shlib_ext)
-SHLIB_EXT = {"linux": ".so", "osx": ".dylib", "win": ".dll"}
 
 
 @dataclass(frozen=True)
@@ -333,24 +332,23 @@ def wheel_cuda_version(wheel: Path) -> str:
 
 def find_config(wheel: Path, tag: WheelTag) -> Path:
     """The ``.ci_support`` configuration of the wheel's target: its subdir, CUDA version, and generic BLAS
-    where the platform has both (win-64 builds MKL only)."""
+    where the platform has both (win-64 builds MKL only). Filtered as ``--platform``/``--cuda`` filter."""
     cuda = wheel_cuda_version(wheel)
-    matching = []
-    for config in sorted(CI_SUPPORT.glob("*.yaml")):
-        variant = load_variant_config(config)
-        if tag.subdir in variant.get("target_platform", []) and cuda in [
-            str(v) for v in variant.get("cuda_compiler_version", ["None"])
-        ]:
-            matching.append((config, "mkl" in variant.get("blas_impl", [])))
-    generic = [config for config, mkl in matching if not mkl]
-    matching = generic if generic else [config for config, _ in matching]
+    files = {path.stem: path for path in config_selector.configuration_files(CI_SUPPORT)}
+    wanted = config_selector.ConfigFilter(platform=tag.subdir, cuda="cpu" if cuda == "None" else cuda)
+    try:
+        matching = wanted.apply([summarize(path) for path in files.values()])
+    except config_selector.SelectionError:
+        matching = []
+    generic = [config for config in matching if config.blas == "generic"]
+    matching = generic or matching
     if len(matching) != 1:
         found = ", ".join(c.name for c in matching) or "none"
         raise ToolError(
             f"{len(matching)} .ci_support configurations for {tag.subdir} with CUDA {cuda} and generic BLAS "
             f"({found}): pass the one to check the linkage against with --config"
         )
-    return matching[0]
+    return files[matching[0].name]
 
 
 def run(

@@ -291,7 +291,32 @@ _WINDOWS_STATIC = (
     "static library of bundled code (the Windows counterpart of lib/*.a; the 2.13.0 win_amd64 wheel ships "
     "these four): linked into PyTorch's DLLs, nothing links it later"
 )
-_WINDOWS_BUNDLED_DLL = "wheel-only: a third-party DLL the wheel bundles; conda-forge has it as a package"
+# The third-party DLLs of the win_amd64 wheel (its needs list, tests/data/torch-2.13.0-cp312-win_amd64-wheel-
+# needs.txt.gz: torch_cpu.dll imports libiomp5md.dll and uv.dll; nothing imports libiompstubs5md.dll).
+OPENMP_WINDOWS = Bundled(
+    "Intel OpenMP runtime libiomp5md.dll (win_amd64 wheel; torch_cpu.dll loads it)",
+    "run requirement",
+    "llvm-openmp",
+    "the recipe's win host has llvm-openmp (patch 0024 compiles OpenMP for the LLVM runtime), whose strong "
+    "run_exports make it a run requirement; on Windows it ships Library/bin/libiomp5md.dll beside libomp.dll "
+    "(openmp-feedstock 7776098 recipe/meta.yaml, its tests), and conda-forge's mkl is built with llvm-openmp "
+    "(intel_repack-feedstock 54d37f9 recipe/meta.yaml: openmp_pkg), so MKL and PyTorch share that runtime",
+)
+OPENMP_STUBS_WINDOWS = Bundled(
+    "Intel OpenMP stub library libiompstubs5md.dll (win_amd64 wheel)",
+    "absent",
+    "",
+    "no binary of the 2.13.0 win_amd64 wheel loads it (its needs list); it is the serial stand-in for "
+    "libiomp5md.dll, and the conda build links the real runtime",
+)
+LIBUV_WINDOWS = Bundled(
+    "libuv uv.dll (win_amd64 wheel; torch_cpu.dll loads it, for gloo's transport)",
+    "run requirement",
+    "libuv",
+    "libuv is a host requirement of the recipe on every platform; its run_exports pin_subpackage('libuv', "
+    "max_pin='x') make it a run requirement, and it ships Library/bin/uv.dll (libuv-feedstock 13188ba "
+    "recipe/meta.yaml)",
+)
 
 
 def _windows_library_rules(rule: Rule, stem: str) -> tuple[Rule, ...]:
@@ -320,12 +345,10 @@ _WINDOWS_ONLY_RULES = (
     ),
     Rule("install", "bin/protoc.exe", NOT_SHIPPED, "bundled protobuf compiler; conda-forge's libprotobuf "
          "has one", action="drop"),
-    Rule("install", "lib/libiomp5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP: "
-         "intel-openmp, which mkl depends on)", action="drop"),
-    Rule("install", "lib/libiompstubs5md.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (Intel OpenMP's "
-         "stub library: intel-openmp)", action="drop"),
-    Rule("install", "lib/uv.dll", NOT_SHIPPED, _WINDOWS_BUNDLED_DLL + " (libuv, for gloo: libuv, a host "
-         "requirement whose run_exports bring it)", action="drop"),
+    Rule("install", "lib/libiomp5md.dll", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop", bundled=OPENMP_WINDOWS),
+    Rule("install", "lib/libiompstubs5md.dll", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop",
+         bundled=OPENMP_STUBS_WINDOWS),
+    Rule("install", "lib/uv.dll", NOT_SHIPPED, _WHEEL_BUNDLE, action="drop", bundled=LIBUV_WINDOWS),
 )
 # fmt: on
 
