@@ -15,7 +15,10 @@ figures and explains the method:
    CMakeCache.txt, the driver's reconfigure, the code generators build.ninja depends on, a dry run
    (``ninja -n``: an upper bound), the build, and the driver's ``.ninja_log`` accounting (what ran), split
    into Python-linked targets (2.6.0's ``functorch`` among them), code generators and everything else.
-   Report: per pass and the compile-work ratio against pass 1 + Python-linked objects x (N - 1).
+   Report: per pass and the compile-work ratio against pass 1 + Python-linked objects x (N - 1);
+4. ``--real-compile 3.12`` afterwards, in the same ``--work``: one more per-Python pass, to that CPython,
+   whose Python-linked objects (and the code generators they depend on) the *real* compiler builds; its
+   wall and CPU time go into the report. Its links are not run (the other libraries are the stand-in's).
 
 Compiling all of PyTorch takes hours, so the builds run with a stand-in compiler: in a private mount
 namespace the C and C++ compiler drivers are replaced by a script that writes an empty file at the ``-o``
@@ -382,6 +385,55 @@ def python_pass(real: RealBuild, python: Path) -> PassResult:
     return result
 
 
+def real_compile(real: RealBuild, python: Path) -> dict:
+    """One more per-Python pass, to ``python``, with the real compiler: the driver's retarget and
+    reconfigure, then ``ninja`` of the graph's Python-linked objects, which runs the code generators they
+    depend on (the interpreter is in their command lines). Times: the reconfigure, then the build's wall
+    time and the CPU time of ninja and its children."""
+    target = probe(python)
+    say(f"real compile (py{target.short}): the driver's retarget and reconfigure")
+    cache = CMakeCache.load(real.build_dir / "CMakeCache.txt")
+    retarget(cache, target)
+    cache.write()
+    started = time.monotonic()
+    ninja_graph.reconfigure(real.build_dir, real.env)
+    reconfigure_seconds = time.monotonic() - started
+    targets = set(PYTHON_LINKED_2_6)
+    objects = [o for o in graph_objects(real.build_dir, real.env) if target_of_object(o) in targets]
+    say(f"real compile (py{target.short}): {len(objects)} Python-linked objects, the real compiler")
+    before_log, before_cpu, load = read_log(real.build_dir / ".ninja_log"), os.times(), os.getloadavg()[0]
+    started = time.monotonic()
+    run_logged(["ninja", "-C", str(real.build_dir), "-j", real.jobs, *objects], real.tree, real.env, real.log)
+    wall = time.monotonic() - started
+    after_cpu = os.times()
+    cpu = (after_cpu.children_user - before_cpu.children_user) + (
+        after_cpu.children_system - before_cpu.children_system
+    )
+    ran = ran_between(before_log, read_log(real.build_dir / ".ninja_log"))
+    compiled = sorted((e.end_ms - e.start_ms) / 1000 for e in ran if e.output in set(objects))
+    generators = [e for e in ran if e.output not in set(objects)]
+    result = {
+        "python": target.short,
+        "jobs": int(real.jobs),
+        "reconfigure_seconds": round(reconfigure_seconds, 1),
+        "objects_compiled": len(compiled),
+        "generator_outputs": len(generators),
+        "generators_seconds": round(max((e.end_ms for e in generators), default=0) / 1000, 1),
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "cpu_seconds_per_object": round(cpu / len(compiled), 1) if compiled else None,
+        "object_seconds_median": compiled[len(compiled) // 2] if compiled else None,
+        "object_seconds_max": compiled[-1] if compiled else None,
+        "load_average_at_start": round(load, 2),
+        "load_average_at_end": round(os.getloadavg()[0], 2),
+    }
+    say(
+        f"  {len(compiled)} objects in {wall:.0f} s of wall time, {cpu:.0f} s of CPU "
+        f"({result['cpu_seconds_per_object']} s per object); reconfigure {reconfigure_seconds:.0f} s"
+    )
+    return result
+
+
 # ---- the report -------------------------------------------------------------------------------------
 
 
@@ -463,6 +515,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", default="2", help="parallel build jobs (default 2)")
     parser.add_argument("--json", type=Path, help="report file (default <work>/megabuild-real-graph.json)")
     parser.add_argument(
+        "--real-compile",
+        metavar="VERSION",
+        help="after a run in the same --work: one more pass to this CPython whose Python-linked objects the "
+        "real compiler builds (about 30 min on 2 idle cores); adds its times to the report",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="finish the pass-1 build an interrupted run left in <work>/src (skips copy, configure, settle)",
@@ -470,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report_path = args.json or args.work / "megabuild-real-graph.json"
     started = time.monotonic()
+    if args.real_compile:
+        return add_real_compile(args, report_path)
     try:
         check_prerequisites()
         args.work.mkdir(parents=True, exist_ok=True)
@@ -515,6 +575,35 @@ def main(argv: list[str] | None = None) -> int:
         f"x {len(results) - 1}; non-Python edges re-run after pass 1: {totals['non_python_edges_rerun']}; "
         f"left stale by pass 1: {totals['stale_after_pass1']}; {totals['seconds']:.0f} s; {report_path}"
     )
+    return 0
+
+
+def add_real_compile(args: argparse.Namespace, report_path: Path) -> int:
+    """``--real-compile``: the real compile of one more pass in the tree of an earlier run, added to its
+    report (rewritten atomically; a failed compile leaves the report as it was)."""
+    try:
+        if not report_path.is_file():
+            raise Failed(f"--real-compile: no report {report_path}; run without --real-compile first")
+        tree = args.work / "src"
+        if not (tree / "build" / "build.ninja").exists():
+            raise Failed(f"--real-compile: {tree}/build has no build.ninja; run without --real-compile first")
+        python = build_python(args.work, args.real_compile)
+        env = dict(os.environ, **BUILD_ENV, MAX_JOBS=args.jobs)
+        real = RealBuild(tree, env, StandIn.create(args.work), args.work / "build.log", args.jobs)
+        measured = real_compile(real, python)
+    except (Failed, ninja_graph.GraphError) as exc:
+        print(f"megabuild_real_graph: {exc}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as exc:
+        print(
+            f"megabuild_real_graph: `{' '.join(map(str, exc.cmd[:5]))}` failed with status {exc.returncode}",
+            file=sys.stderr,
+        )
+        return 1
+    payload = json.loads(report_path.read_text())
+    payload["real_compile"] = measured
+    write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(measured, indent=1))
     return 0
 
 
