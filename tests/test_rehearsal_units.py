@@ -171,10 +171,15 @@ def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("target", "cuda", "expected"),
     [
-        ("linux-64", "12.9", ("__unix=0=0", "__glibc=99=0", "__cuda=12.9=0")),
-        ("osx-arm64", "None", ("__unix=0=0", "__osx=99=0")),
+        # solve_requests.yaml's machine of that subdir, and the configuration's CUDA driver
+        (
+            "linux-64",
+            "12.9",
+            ("__unix=0=0", "__linux=6.8=0", "__glibc=2.35=0", "__archspec=1=x86_64", "__cuda=12.9=0"),
+        ),
+        ("osx-arm64", "None", ("__unix=0=0", "__osx=14.5=0", "__archspec=1=m1")),
         # Windows: conda detects __win and no __unix; a unix-only dependency must not solve there
-        ("win-64", "12.8", ("__win=10.0=0", "__cuda=12.8=0")),
+        ("win-64", "12.8", ("__win=10.0.22631=0", "__archspec=1=x86_64", "__cuda=12.8=0")),
     ],
 )
 def test_the_solver_pick_sees_the_virtual_packages_of_the_target(

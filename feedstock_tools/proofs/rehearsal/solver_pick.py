@@ -18,7 +18,7 @@ from typing import Protocol
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.plan import Step
 from feedstock_tools.proofs.solve_channel import Channel, record, spec_name
-from feedstock_tools.proofs.solve_check import Machine, Request, solve
+from feedstock_tools.proofs.solve_check import REQUESTS_FILE, Machine, Request, load_requests, solve
 
 
 class Built(Protocol):
@@ -26,17 +26,18 @@ class Built(Protocol):
 
 
 def machine_for(target: str, variant: Mapping[str, str]) -> Machine:
-    """The target's machine, with an NVIDIA driver of the configuration's CUDA version when it has one."""
-    # the virtual packages conda detects on each platform (conda's plugins/virtual_packages): Windows has
-    # __win and no __unix; a unix target has __osx or __glibc (any version: the rehearsal builds for this one)
-    if target.startswith("win"):
-        virtual = ["__win=10.0=0"]
-    else:
-        virtual = ["__unix=0=0", "__osx=99=0" if target.startswith("osx") else "__glibc=99=0"]
+    """The target's machine as solve-check has it (``solve_requests.yaml``'s row named by the subdir: the
+    virtual packages conda detects there), with an NVIDIA driver of the configuration's CUDA version."""
+    machines, _ = load_requests()
+    plain = next((machine for machine in machines if machine.name == target), None)
+    if plain is None:
+        raise ToolError(
+            f"{REQUESTS_FILE.name} has no machine named {target}: add its row with the virtual packages "
+            f"conda detects on {target}"
+        )
     cuda = variant.get("cuda_compiler_version", "None")
-    if cuda != "None":
-        virtual.append(f"__cuda={cuda}=0")
-    return Machine(f"rehearsal {target}", target, tuple(virtual))
+    driver = (f"__cuda={cuda}=0",) if cuda != "None" else ()
+    return Machine(f"rehearsal {target}", target, (*plain.virtual, *driver), plain.installed)
 
 
 def channel_of(built: Sequence[Built], target: str) -> Channel:
