@@ -301,6 +301,12 @@ class RealBuild:
     log: Path
     jobs: str
 
+    @classmethod
+    def in_work(cls, tree: Path, work: Path, jobs: str) -> RealBuild:
+        """The build of ``tree`` with the command's environment, stand-in and log under ``work``."""
+        env = dict(os.environ, **BUILD_ENV, MAX_JOBS=jobs)
+        return cls(tree, env, StandIn.create(work), work / "build.log", jobs)
+
     @property
     def build_dir(self) -> Path:
         return self.tree / "build"
@@ -398,8 +404,7 @@ def real_compile(real: RealBuild, python: Path) -> dict:
     started = time.monotonic()
     ninja_graph.reconfigure(real.build_dir, real.env)
     reconfigure_seconds = time.monotonic() - started
-    targets = set(PYTHON_LINKED_2_6)
-    objects = [o for o in graph_objects(real.build_dir, real.env) if target_of_object(o) in targets]
+    objects = python_linked_objects(real.build_dir, real.env)
     say(f"real compile (py{target.short}): {len(objects)} Python-linked objects, the real compiler")
     before_log, before_cpu, load = read_log(real.build_dir / ".ninja_log"), os.times(), os.getloadavg()[0]
     started = time.monotonic()
@@ -410,8 +415,9 @@ def real_compile(real: RealBuild, python: Path) -> dict:
         after_cpu.children_system - before_cpu.children_system
     )
     ran = ran_between(before_log, read_log(real.build_dir / ".ninja_log"))
-    compiled = sorted((e.end_ms - e.start_ms) / 1000 for e in ran if e.output in set(objects))
-    generators = [e for e in ran if e.output not in set(objects)]
+    wanted = set(objects)
+    compiled = sorted((e.end_ms - e.start_ms) / 1000 for e in ran if e.output in wanted)
+    generators = [e for e in ran if e.output not in wanted]
     result = {
         "python": target.short,
         "jobs": int(real.jobs),
@@ -449,10 +455,10 @@ def graph_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
     return [line.split(":", 1)[0] for line in text.splitlines() if line.split(":", 1)[0].endswith(".o")]
 
 
-def python_linked_objects(build_dir: Path, env: dict[str, str]) -> int:
+def python_linked_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
     """Objects of the Python-linked targets in the graph: what a per-Python pass has to compile."""
     targets = set(PYTHON_LINKED_2_6)
-    return sum(1 for output in graph_objects(build_dir, env) if target_of_object(output) in targets)
+    return [output for output in graph_objects(build_dir, env) if target_of_object(output) in targets]
 
 
 def summary(results: list[PassResult], per_python_objects: int, edges: int) -> dict:
@@ -541,23 +547,16 @@ def main(argv: list[str] | None = None) -> int:
             tree = fresh_tree(source, args.work)
         elif not (tree / "build" / "build.ninja").exists():
             raise Failed(f"--resume: {tree}/build has no build.ninja; run without --resume")
-        env = dict(os.environ, **BUILD_ENV, MAX_JOBS=args.jobs)
-        real = RealBuild(tree, env, StandIn.create(args.work), args.work / "build.log", args.jobs)
+        real = RealBuild.in_work(tree, args.work, args.jobs)
+        env = real.env
         if not args.resume:
             real.log.write_text("")
         results = [pass_one(real, pythons[0], args.resume)]
         results += [python_pass(real, python) for python in pythons[1:]]
         edges = len(ninja_graph.commands(real.build_dir, env))
-        totals = summary(results, python_linked_objects(real.build_dir, env), edges)
-    except (Failed, ninja_graph.GraphError) as exc:
-        print(f"megabuild_real_graph: {exc}", file=sys.stderr)
-        return 1
-    except subprocess.CalledProcessError as exc:
-        print(
-            f"megabuild_real_graph: `{' '.join(map(str, exc.cmd[:5]))}` failed with status {exc.returncode}",
-            file=sys.stderr,
-        )
-        return 1
+        totals = summary(results, len(python_linked_objects(real.build_dir, env)), edges)
+    except (Failed, ninja_graph.GraphError, subprocess.CalledProcessError) as exc:
+        return failed(exc)
     totals["seconds"] = round(time.monotonic() - started, 1)
     payload = {
         "source": f"Debian {SOURCE_DIR_NAME} ({APT_SOURCE_LINE})",
@@ -578,6 +577,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def failed(exc: Exception) -> int:
+    """The one line of a failed run, on stderr; exit status 1."""
+    if isinstance(exc, subprocess.CalledProcessError):
+        message = f"`{' '.join(map(str, exc.cmd[:5]))}` failed with status {exc.returncode}"
+    else:
+        message = str(exc)
+    print(f"megabuild_real_graph: {message}", file=sys.stderr)
+    return 1
+
+
 def add_real_compile(args: argparse.Namespace, report_path: Path) -> int:
     """``--real-compile``: the real compile of one more pass in the tree of an earlier run, added to its
     report (rewritten atomically; a failed compile leaves the report as it was)."""
@@ -588,18 +597,9 @@ def add_real_compile(args: argparse.Namespace, report_path: Path) -> int:
         if not (tree / "build" / "build.ninja").exists():
             raise Failed(f"--real-compile: {tree}/build has no build.ninja; run without --real-compile first")
         python = build_python(args.work, args.real_compile)
-        env = dict(os.environ, **BUILD_ENV, MAX_JOBS=args.jobs)
-        real = RealBuild(tree, env, StandIn.create(args.work), args.work / "build.log", args.jobs)
-        measured = real_compile(real, python)
-    except (Failed, ninja_graph.GraphError) as exc:
-        print(f"megabuild_real_graph: {exc}", file=sys.stderr)
-        return 1
-    except subprocess.CalledProcessError as exc:
-        print(
-            f"megabuild_real_graph: `{' '.join(map(str, exc.cmd[:5]))}` failed with status {exc.returncode}",
-            file=sys.stderr,
-        )
-        return 1
+        measured = real_compile(RealBuild.in_work(tree, args.work, args.jobs), python)
+    except (Failed, ninja_graph.GraphError, subprocess.CalledProcessError) as exc:
+        return failed(exc)
     payload = json.loads(report_path.read_text())
     payload["real_compile"] = measured
     write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")

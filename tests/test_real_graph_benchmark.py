@@ -24,6 +24,13 @@ def load_benchmark():
     return module
 
 
+def real_compile_cli(work: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCHMARK), "--work", str(work), "--real-compile", "3.12"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
 def test_ratio_counts_later_passes_against_pass_one_plus_python_linked_objects() -> None:
     bench = load_benchmark()
     first = bench.PassResult("1 libtorch-split", "3.10", objects={"python": 0, "other": 1349})
@@ -41,10 +48,7 @@ def test_ratio_counts_later_passes_against_pass_one_plus_python_linked_objects()
 
 
 def test_real_compile_needs_an_earlier_run_and_writes_nothing(tmp_path: Path) -> None:
-    run = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--work", str(tmp_path), "--real-compile", "3.12"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    run = real_compile_cli(tmp_path)
     assert run.returncode == 1
     assert run.stderr.splitlines() == [
         f"megabuild_real_graph: --real-compile: no report {tmp_path / 'megabuild-real-graph.json'}; "
@@ -56,10 +60,7 @@ def test_real_compile_needs_an_earlier_run_and_writes_nothing(tmp_path: Path) ->
 def test_real_compile_refuses_a_report_without_its_build_tree(tmp_path: Path) -> None:
     report = tmp_path / "megabuild-real-graph.json"
     report.write_text(json.dumps({"passes": []}))
-    run = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--work", str(tmp_path), "--real-compile", "3.12"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    run = real_compile_cli(tmp_path)
     assert run.returncode == 1
     assert "has no build.ninja; run without --real-compile first" in run.stderr
     assert json.loads(report.read_text()) == {"passes": []}  # the report is left as it was
