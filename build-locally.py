@@ -46,9 +46,10 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
-from feedstock_tools.common import config_selector, interruption  # noqa: E402
+from feedstock_tools.common import closed_pipe, config_selector, interruption  # noqa: E402
 from feedstock_tools.common.errors import ToolError  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
+from feedstock_tools.conda.recipe_files import check_recipe  # noqa: E402
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
@@ -598,6 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print(format_table(configs))
         return 0
+    # The recipe's files as every tool checks them, before a container or a rehearsal starts: conda-build
+    # would find a broken one only after the image is pulled, the rehearsal in its own line after ours.
+    check_recipe(root / "recipe")
     if args.rehearse:
         return rehearse(args, configs)
     chosen, sequential = choose(configs, args)
@@ -640,7 +644,11 @@ def interrupted_line(exc: interruption.Interrupted) -> str | None:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        status = main()
+        closed_pipe.flush()
+        sys.exit(status)
+    except BrokenPipeError:  # `./build-locally.py --list | head -1`: the reader went away
+        closed_pipe.quiet_exit()
     except (UserError, ToolError) as exc:  # ToolError: a selection error, LockBusy
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -57,7 +57,7 @@ CASES: dict[str, list[tuple[str, str]]] = {
     ],
     "wrong kind": [
         ("deps --upstream {text}", "--upstream {text}: unreadable"),
-        ("deps --wheel {text}", "--wheel {text} is not a .whl or METADATA file"),
+        ("deps --wheel {text}", "--wheel {text} is not a .whl or METADATA or .whl.metadata file"),
         ("deps --recipe {dir}", "--recipe {dir}: no meta.yaml there"),
         ("deps --json {dir}", "--json {dir} is a directory"),
         ("graph {dir} --output-dir {text}", "--output-dir {text} is a file"),

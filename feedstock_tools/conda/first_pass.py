@@ -28,6 +28,7 @@ import jinja2
 import yaml
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
 
 # The names conda-build defines on the first pass that this recipe reads besides the selector namespace:
@@ -75,7 +76,7 @@ def render_first_pass(
     meta_path = recipe_dir / "meta.yaml"
     if not meta_path.is_file():
         raise ToolError(f"no meta.yaml in {recipe_dir}; pass the recipe directory")
-    text = meta_path.read_text(encoding="utf-8")
+    text = read_text(meta_path)
     namespace = selector_namespace(subdir, {"target_platform": subdir}, dict(environ or {}))
     context: dict[str, Any] = {key: value for key, value in namespace.items() if key != "os"}
     context.update({name: (lambda *args, **kwargs: "") for name in _FUNCTIONS})

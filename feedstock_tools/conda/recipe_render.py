@@ -67,8 +67,10 @@ import yaml
 
 from feedstock_tools.common import config_selector
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
+from feedstock_tools.conda.recipe_files import check_recipe, read_recipe_file
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS, VariantError, explode
 
@@ -124,7 +126,7 @@ def parse_variant_yaml(text: str) -> Any:
 def load_variant_config(path: Path) -> VariantConfig:
     """Read a ``.ci_support/*.yaml`` (or any conda_build_config-style file without selectors)."""
     try:
-        data = parse_variant_yaml(path.read_text())
+        data = parse_variant_yaml(read_text(path))
     except OSError as exc:
         raise ToolError(
             f"cannot read variant config {path}: {exc.strerror}; pass an existing .ci_support file"
@@ -336,12 +338,12 @@ class RenderedRecipe:
         return [output for output in self.outputs if output.name == name]
 
 
-def _select(text: str, namespace: Mapping[str, Any]) -> str:
+def _select(text: str, namespace: Mapping[str, Any], source: Path) -> str:
     try:
         # strict: an unknown name in our own recipe is a typo (conda-build would read it as False)
         return select_lines(text, namespace, strict=True)
     except SelectorError as exc:
-        raise ToolError(f"{exc}; fix the selector or add the key to the variant config") from None
+        raise ToolError(f"{source} {exc}; fix the selector or add the key to the variant config") from None
 
 
 def _string_list(value: Any) -> list[str]:
@@ -486,7 +488,8 @@ class _RecipeRenderer:
         self.meta_path = recipe_dir / "meta.yaml"
         if not self.meta_path.is_file():
             raise ToolError(f"no meta.yaml in {recipe_dir}; pass the recipe directory")
-        self.raw = self.meta_path.read_text()
+        check_recipe(recipe_dir)  # the recipe's files as every command checks them, before any render
+        self.raw = read_recipe_file(self.meta_path)
         self.blocks = used_vars.output_blocks(self.raw)
         self.subdir = subdir
         self.build_subdir = build_subdir or subdir
@@ -575,13 +578,13 @@ class _RecipeRenderer:
         ``{% set %}`` for another platform); the second pass is for selectors Jinja wrote.
         """
         try:
-            text = self.template_for(_select(self.raw, scope.namespace)).render(**context)
+            text = self.template_for(_select(self.raw, scope.namespace, self.meta_path)).render(**context)
         except jinja2.TemplateError as exc:
             raise ToolError(
                 f"Jinja error in {self.meta_path}: {exc}; fix the template or add the key to the variant"
             ) from None
         try:
-            data = yaml.load(_select(text, scope.namespace), Loader=_YAML_LOADER) or {}
+            data = yaml.load(_select(text, scope.namespace, self.meta_path), Loader=_YAML_LOADER) or {}
         except yaml.YAMLError as exc:
             raise ToolError(
                 f"{self.meta_path} renders to invalid YAML ({exc}); check indentation around Jinja loops"
@@ -603,7 +606,7 @@ class _RecipeRenderer:
         self, scope: _VariantScope, raw_text: str, requirements: Mapping[str, list[str]]
     ) -> set[str]:
         """conda-build's _get_used_vars_meta_yaml for one piece of raw recipe text."""
-        selected = _select(raw_text, scope.namespace)
+        selected = _select(raw_text, scope.namespace, self.meta_path)
         return used_vars.used_in_meta_yaml(scope.keys, selected, raw_text, requirements, scope.variant)
 
     def top_level_used(self, scope: _VariantScope, top: Mapping[str, Any]) -> set[str]:
@@ -627,7 +630,7 @@ class _RecipeRenderer:
         scope = self.scope(first)
         keys = tuple(scope.keys)
         used = set(used_vars.find_used_in_text(keys, self.raw, selectors_only=True))
-        used |= used_vars.find_used_in_text(keys, _select(self.raw, scope.namespace))
+        used |= used_vars.find_used_in_text(keys, _select(self.raw, scope.namespace, self.meta_path))
         used |= used_vars.find_used_in_shell_script(scope.keys, self.recipe_dir / "build.sh")
         used = _forced(used | _always_used(first), self.top_level(scope).get("build") or {})
         zip_groups = config.get("zip_keys") or []

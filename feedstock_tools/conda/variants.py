@@ -16,11 +16,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from feedstock_tools.conda.selectors import select_lines, selector_namespace
+from feedstock_tools.common.errors import InputError
+from feedstock_tools.conda.selectors import SelectorError, select_numbered_lines, selector_namespace
 
 Spec = dict[str, Any]
 Variant = dict[str, Any]
@@ -48,19 +50,57 @@ def _trim_empty_keys(spec: Spec) -> Spec:
 
 
 def parse_variant_text(
-    text: str, subdir: str, environ: Mapping[str, str], variant: Mapping[str, Any] | None = None
+    text: str,
+    subdir: str,
+    environ: Mapping[str, str],
+    variant: Mapping[str, Any] | None = None,
+    source: Path | None = None,
 ) -> Spec:
     """A ``conda_build_config.yaml``-style text as conda-build reads it for ``subdir``.
 
     Selectors first (with ``os.environ`` reading ``environ``), then YAML with the base loader so every
-    scalar stays a string, then keys whose values were all selected away are dropped.
+    scalar stays a string, then keys whose values were all selected away are dropped. With ``source``
+    (the file ``text`` was read from), a YAML error or a selector that cannot be evaluated is one
+    :class:`InputError` naming the file and its line (the selected text has fewer lines than the file).
     """
     namespace = selector_namespace(subdir, variant or {}, environ=environ)
-    selected = select_lines(text, namespace)
-    loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
+    try:
+        selected, numbers = select_numbered_lines(text, namespace)
+    except SelectorError as exc:
+        if source is None:
+            raise
+        raise InputError(f"{source}: {exc}; fix the selector") from None
+    try:
+        loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
+    except yaml.YAMLError as exc:
+        where = yaml_error_place(exc, numbers)
+        if source is None:
+            raise VariantError(f"{where}not valid YAML ({yaml_problem(exc)})") from None
+        raise InputError(f"{source} {where}not valid YAML ({yaml_problem(exc)}); fix that line") from None
     if not isinstance(loaded, dict):
-        raise VariantError("a variant file must be a mapping of keys to lists of values")
+        named = f"{source}: " if source is not None else ""
+        raise VariantError(f"{named}a variant file must be a mapping of keys to lists of values")
     return _trim_empty_keys(loaded)
+
+
+def yaml_error_place(exc: yaml.YAMLError, numbers: Sequence[int]) -> str:
+    """``"line L column C: "`` of a YAML error in a selected text, as the line of the file it came from
+    (``numbers``: :func:`~feedstock_tools.conda.selectors.select_numbered_lines`); a problem found at the
+    end of the text (an unclosed quote) is placed where the unfinished thing began."""
+    problem = getattr(exc, "problem_mark", None)
+    context = getattr(exc, "context_mark", None)
+    mark = context if context is not None and (problem is None or problem.line >= len(numbers)) else problem
+    if mark is None or not numbers:
+        return ""
+    line = numbers[min(mark.line, len(numbers) - 1)]
+    return f"line {line} column {mark.column + 1}: "
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error's words without its marks (which name lines of the selected text, not of the file)."""
+    parts = [getattr(exc, "context", None), getattr(exc, "problem", None)]
+    words = "; ".join(str(part) for part in parts if part)
+    return words or str(exc).splitlines()[0]
 
 
 def default_variant(subdir: str) -> Spec:

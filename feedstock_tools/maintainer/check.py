@@ -32,6 +32,7 @@ from feedstock_tools.ci import ci_support
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import (
     RenderedOutput,
     RenderedRecipe,
@@ -299,6 +300,7 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
     recipe_dir = root / "recipe"
     if not (recipe_dir / "meta.yaml").is_file():
         raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
+    check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
     findings = check_patches(recipe_dir)
     findings += check_ci_support(root, pinning)
     try:

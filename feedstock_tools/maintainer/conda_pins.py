@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
 
 # Selectors in conda-forge's pinning guard CUDA entries with os.environ["CF_CUDA_ENABLED"]; the CI
@@ -32,7 +33,7 @@ def read_variant_file(
 ) -> dict[str, list[str]]:
     """A ``conda_build_config.yaml``-style file as ``key -> [values as text]`` for ``subdir``."""
     try:
-        text = _without_migrator_block(path.read_text(encoding="utf-8"))
+        text = _without_migrator_block(read_text(path))
         namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
         data = yaml.safe_load(select_lines(text, namespace)) or {}
     except (OSError, SelectorError, yaml.YAMLError) as exc:
@@ -81,7 +82,7 @@ def conda_forge_pins(pinning_dir: Path, subdir: str) -> dict[str, list[str]]:
 
 def _migrator_header(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_text(path)) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise PinReadError(f"{path}: {exc}") from exc
     header = data.get("__migrator", {}) if isinstance(data, dict) else {}
@@ -130,7 +131,7 @@ def render_recipe(recipe_dir: Path, subdir: str, variant: Mapping[str, Any]) -> 
     meta = recipe_dir / "meta.yaml"
     try:
         namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
-        source = select_lines(meta.read_text(encoding="utf-8"), namespace)
+        source = select_lines(read_text(meta), namespace)
         template = jinja2.Environment(undefined=_LenientUndefined).from_string(source)
         rendered = template.render(_conda_build_context(variant, namespace))
         return yaml.safe_load(select_lines(rendered, namespace))
