@@ -845,6 +845,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _main(args: argparse.Namespace) -> int:
     if not (args.recipe / "meta.yaml").is_file():
         raise ToolError(f"--recipe {args.recipe}: no meta.yaml there; give the recipe directory (recipe/)")
+    check_recipe(args.recipe)  # the first pass alone would not parse conda_build_config.yaml
     if args.config is None:
         subdir = args.subdir or "linux-64"
         if subdir not in KNOWN_SUBDIRS:
