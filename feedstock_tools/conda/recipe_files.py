@@ -7,7 +7,9 @@ line, not a case to tolerate as conda-build does:
 * a selector naming something no platform and no variant key defines (``# [linx]``): conda-build reads an
   unknown name as False (``eval_selector``) and drops the line without a word, so the recipe would quietly
   lose a requirement or a test on every platform; the line names the file, the line, the name and the
-  closest known name.
+  closest known name. The variant keys are those of the feedstock (:func:`variant_keys`), so this check
+  needs the recipe in its feedstock, beside ``.ci_support/``; a recipe alone (a copy, a test's toy recipe)
+  is left to the render's strict evaluation of each selector it reaches.
 
 YAML errors are reported where the YAML is parsed: :func:`feedstock_tools.conda.variants.parse_variant_text`
 for ``conda_build_config.yaml`` (with the file's own line numbers through the selectors) and the render for
@@ -40,6 +42,11 @@ VARIANT_FILE = "conda_build_config.yaml"
 _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_]\w*)\s*:", re.MULTILINE)
 
 
+def in_feedstock(recipe_dir: Path) -> bool:
+    """Whether the recipe sits in a feedstock (``.ci_support/`` beside it), whose variant keys are known."""
+    return (recipe_dir.parent / ".ci_support").is_dir()
+
+
 def variant_keys(recipe_dir: Path) -> frozenset[str]:
     """Every variant key the feedstock knows: those of the recipe's ``conda_build_config.yaml``, of every
     ``.ci_support`` file beside the recipe (what conda-smithy rendered from conda-forge's pinning) and of its
@@ -66,6 +73,8 @@ def read_recipe_file(path: Path, known: Iterable[str] = ()) -> str:
 def _checked_text(path: Path, _mtime_ns: int, _size: int, known: frozenset[str]) -> str:
     """Read and checked once per version of the file (commands read the recipe once per configuration)."""
     text = read_text(path)
+    if not in_feedstock(path.parent):
+        return text
     names = all_platform_names() | variant_keys(path.parent) | known
     unknown = unknown_selector_names(text, names)
     if unknown:

@@ -70,7 +70,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
-from feedstock_tools.conda.recipe_files import check_recipe, read_recipe_file
+from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS, VariantError, explode
 
@@ -488,8 +488,7 @@ class _RecipeRenderer:
         self.meta_path = recipe_dir / "meta.yaml"
         if not self.meta_path.is_file():
             raise ToolError(f"no meta.yaml in {recipe_dir}; pass the recipe directory")
-        check_recipe(recipe_dir)  # the recipe's files as every command checks them, before any render
-        self.raw = read_recipe_file(self.meta_path)
+        self.raw = read_text(self.meta_path)  # checked by render_recipe (check_recipe)
         self.blocks = used_vars.output_blocks(self.raw)
         self.subdir = subdir
         self.build_subdir = build_subdir or subdir
@@ -751,6 +750,9 @@ def render_recipe(
     """
     variant_config = load_variant_config(config) if isinstance(config, Path) else dict(config)
     target = _subdir_of(variant_config, subdir)
+    if (recipe_dir / "meta.yaml").is_file():
+        # the recipe's files as every command checks them; a selector may name any key of this config
+        check_recipe(recipe_dir, known=variant_config)
     renderer = _RecipeRenderer(recipe_dir, target, environ or {}, build_subdir)
     render_first_pass(recipe_dir, target, environ)
     collected: dict[tuple[str, str], RenderedOutput] = {}
@@ -845,11 +847,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _main(args: argparse.Namespace) -> int:
     if not (args.recipe / "meta.yaml").is_file():
         raise ToolError(f"--recipe {args.recipe}: no meta.yaml there; give the recipe directory (recipe/)")
-    check_recipe(args.recipe)  # the first pass alone would not parse conda_build_config.yaml
     if args.config is None:
         subdir = args.subdir or "linux-64"
         if subdir not in KNOWN_SUBDIRS:
             raise ToolError(f"unknown --subdir {subdir!r}; expected one of {', '.join(KNOWN_SUBDIRS)}")
+        check_recipe(args.recipe)  # the first pass alone would not parse conda_build_config.yaml
         first = render_first_pass(args.recipe, subdir)
         for output in first.get("outputs") or [first]:
             name = output.get("name") or (output.get("package") or {}).get("name")
