@@ -49,7 +49,7 @@ from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summ
 from feedstock_tools.common import closed_pipe, config_selector, interruption  # noqa: E402
 from feedstock_tools.common.errors import ToolError  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
-from feedstock_tools.conda.recipe_files import check_recipe  # noqa: E402
+from feedstock_tools.conda.recipe_files import check_first_pass, check_recipe  # noqa: E402
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
@@ -556,7 +556,7 @@ def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> in
         with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS):
             if process.wait() != 0:
                 failed.append(name or "(default)")
-    if failed:
+    if failed and len(names) > 1:  # one rehearsal has said why it failed, in its own last line
         print(f"rehearsal failed for {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
@@ -607,6 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen, sequential = choose(configs, args)
     if sequential and args.debug:
         raise UserError("--debug opens a shell in one build; choose a single configuration")
+    check_first_pass(root / "recipe", {config.target_platform for config in chosen})
     for config in chosen:
         check_buildable(config)
     if args.dry_run:

@@ -206,7 +206,19 @@ def break_variant_selector(root: Path) -> list[str]:
     return [f"recipe/conda_build_config.yaml line {index + 1}: selector [osx and megbuild] names 'megbuild'"]
 
 
+def break_meta_yaml(root: Path) -> list[str]:
+    """An unclosed quote in meta.yaml's summary: a YAML error after the selectors and Jinja, whose line of
+    the file is found by its text (formerly the exception's several lines)."""
+    path = root / "recipe" / "meta.yaml"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    index = _line_index(lines, lambda line: line.lstrip().startswith("summary:"))
+    lines[index] = lines[index].replace("summary: ", 'summary: "', 1)
+    path.write_text("".join(lines), encoding="utf-8")
+    return [f"recipe/meta.yaml line {index + 1} {lines[index].strip()!r} is not valid YAML once rendered"]
+
+
 BROKEN_INPUTS: dict[str, Callable[[Path], list[str]]] = {
+    "YAML error in meta.yaml": break_meta_yaml,
     "YAML error in conda_build_config.yaml": break_variant_yaml,
     "byte not UTF-8 in meta.yaml": break_meta_encoding,
     "selector typo in meta.yaml": break_meta_selector,

@@ -29,6 +29,7 @@ import yaml
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
+from feedstock_tools.conda.recipe_files import rendered_yaml_error
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
 
 # The names conda-build defines on the first pass that this recipe reads besides the selector namespace:
@@ -97,10 +98,11 @@ def render_first_pass(
             f"{where}: {type(exc).__name__}: {exc} on conda-build's first render pass, where variant keys "
             "are undefined (use Jinja filters, not methods, on variant values)"
         ) from None
+    selected = select_lines(rendered, namespace)
     try:
-        data = yaml.safe_load(select_lines(rendered, namespace)) or {}
+        data = yaml.safe_load(selected) or {}
     except yaml.YAMLError as exc:
-        raise ToolError(f"{meta_path} renders to invalid YAML on the first pass: {exc}") from None
+        raise rendered_yaml_error(meta_path, exc, selected) from None
     if not isinstance(data, dict):
         raise ToolError(f"{meta_path} does not render to a mapping on the first pass")
     return data

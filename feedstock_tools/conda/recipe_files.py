@@ -90,6 +90,57 @@ def _checked_text(path: Path, _mtime_ns: int, _size: int, known: frozenset[str])
     return text
 
 
+def yaml_mark(exc: Exception, lines: int) -> tuple[int, int] | None:
+    """(0-based line, 1-based column) of a PyYAML error in a text of ``lines`` lines, or None. A problem
+    found past the end (an unclosed quote or bracket) is placed where the unfinished thing began. Read by
+    attribute (``problem_mark``, ``context_mark``), so this module needs no PyYAML."""
+    problem = getattr(exc, "problem_mark", None)
+    context = getattr(exc, "context_mark", None)
+    mark = context if context is not None and (problem is None or problem.line >= lines) else problem
+    if mark is None or lines == 0:
+        return None
+    return min(mark.line, lines - 1), mark.column + 1
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A PyYAML error's words without its marks (which name lines of the text parsed, not of the file)."""
+    parts = [getattr(exc, "context", None), getattr(exc, "problem", None)]
+    return "; ".join(str(part) for part in parts if part) or str(exc).splitlines()[0]
+
+
+def rendered_yaml_error(meta: Path, exc: Exception, rendered: str) -> InputError:
+    """A YAML error in ``meta.yaml`` after its selectors and Jinja: Jinja may add or drop lines, so the
+    line of the file is named only when exactly one line of it begins with the rendered line's text;
+    the rendered line itself is always quoted."""
+    lines = rendered.splitlines()
+    mark = yaml_mark(exc, len(lines))
+    if mark is None:
+        return InputError(f"{meta} renders to invalid YAML ({yaml_problem(exc)}); fix it")
+    shown = lines[mark[0]].strip()
+    sources = [
+        number
+        for number, line in enumerate(read_text(meta).splitlines(), start=1)
+        if shown and line.strip().startswith(shown)
+    ]
+    where = f"line {sources[0]}" if len(sources) == 1 else "the line that renders to"
+    return InputError(
+        f"{meta} {where} {shown!r} is not valid YAML once rendered ({yaml_problem(exc)}, column {mark[1]}); "
+        "fix that line"
+    )
+
+
+def check_first_pass(recipe_dir: Path, subdirs: Iterable[str]) -> None:
+    """``meta.yaml`` through conda-build's first render pass (Jinja, YAML) for each target ``subdir``, when
+    Jinja2 and PyYAML are installed: for ``build-locally.py``, which otherwise hands the recipe to conda-build
+    in a container, where an error shows only after the image is pulled."""
+    try:
+        from feedstock_tools.conda.first_pass import render_first_pass
+    except ImportError:  # build-locally.py is standard library only (docs/architecture.md)
+        return
+    for subdir in sorted(set(subdirs)):
+        render_first_pass(recipe_dir, subdir)
+
+
 def check_recipe(recipe_dir: Path, known: Iterable[str] = ()) -> None:
     """Every check of the recipe's files, for a command that reads the recipe but does not parse all of it
     for every platform (``render`` and ``rehearse`` render one configuration, ``deps`` one subdir,

@@ -70,7 +70,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
-from feedstock_tools.conda.recipe_files import check_recipe
+from feedstock_tools.conda.recipe_files import check_recipe, rendered_yaml_error
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS, VariantError, explode
 
@@ -582,12 +582,11 @@ class _RecipeRenderer:
             raise ToolError(
                 f"Jinja error in {self.meta_path}: {exc}; fix the template or add the key to the variant"
             ) from None
+        selected = _select(text, scope.namespace, self.meta_path)
         try:
-            data = yaml.load(_select(text, scope.namespace, self.meta_path), Loader=_YAML_LOADER) or {}
+            data = yaml.load(selected, Loader=_YAML_LOADER) or {}
         except yaml.YAMLError as exc:
-            raise ToolError(
-                f"{self.meta_path} renders to invalid YAML ({exc}); check indentation around Jinja loops"
-            ) from None
+            raise rendered_yaml_error(self.meta_path, exc, selected) from None
         if not isinstance(data, dict):
             raise ToolError(f"{self.meta_path} does not render to a mapping")
         return data

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from feedstock_tools.common.errors import InputError
+from feedstock_tools.conda.recipe_files import yaml_mark, yaml_problem
 from feedstock_tools.conda.selectors import SelectorError, select_numbered_lines, selector_namespace
 
 Spec = dict[str, Any]
@@ -73,7 +74,8 @@ def parse_variant_text(
     try:
         loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
     except yaml.YAMLError as exc:
-        where = yaml_error_place(exc, numbers)
+        mark = yaml_mark(exc, len(numbers))
+        where = f"line {numbers[mark[0]]} column {mark[1]}: " if mark else ""
         if source is None:
             raise VariantError(f"{where}not valid YAML ({yaml_problem(exc)})") from None
         raise InputError(f"{source} {where}not valid YAML ({yaml_problem(exc)}); fix that line") from None
@@ -81,26 +83,6 @@ def parse_variant_text(
         named = f"{source}: " if source is not None else ""
         raise VariantError(f"{named}a variant file must be a mapping of keys to lists of values")
     return _trim_empty_keys(loaded)
-
-
-def yaml_error_place(exc: yaml.YAMLError, numbers: Sequence[int]) -> str:
-    """``"line L column C: "`` of a YAML error in a selected text, as the line of the file it came from
-    (``numbers``: :func:`~feedstock_tools.conda.selectors.select_numbered_lines`); a problem found at the
-    end of the text (an unclosed quote) is placed where the unfinished thing began."""
-    problem = getattr(exc, "problem_mark", None)
-    context = getattr(exc, "context_mark", None)
-    mark = context if context is not None and (problem is None or problem.line >= len(numbers)) else problem
-    if mark is None or not numbers:
-        return ""
-    line = numbers[min(mark.line, len(numbers) - 1)]
-    return f"line {line} column {mark.column + 1}: "
-
-
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """A YAML error's words without its marks (which name lines of the selected text, not of the file)."""
-    parts = [getattr(exc, "context", None), getattr(exc, "problem", None)]
-    words = "; ".join(str(part) for part in parts if part)
-    return words or str(exc).splitlines()[0]
 
 
 def default_variant(subdir: str) -> Spec:

@@ -17,6 +17,7 @@ import jinja2
 import yaml
 
 from feedstock_tools.common.inputs import read_text
+from feedstock_tools.conda.recipe_files import rendered_yaml_error
 from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
 
 # Selectors in conda-forge's pinning guard CUDA entries with os.environ["CF_CUDA_ENABLED"]; the CI
@@ -133,10 +134,13 @@ def render_recipe(recipe_dir: Path, subdir: str, variant: Mapping[str, Any]) -> 
         namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
         source = select_lines(read_text(meta), namespace)
         template = jinja2.Environment(undefined=_LenientUndefined).from_string(source)
-        rendered = template.render(_conda_build_context(variant, namespace))
-        return yaml.safe_load(select_lines(rendered, namespace))
-    except (OSError, jinja2.TemplateError, SelectorError, yaml.YAMLError) as exc:
+        rendered = select_lines(template.render(_conda_build_context(variant, namespace)), namespace)
+    except (OSError, jinja2.TemplateError, SelectorError) as exc:
         raise PinReadError(f"{meta}: {exc}") from exc
+    try:
+        return yaml.safe_load(rendered)
+    except yaml.YAMLError as exc:
+        raise rendered_yaml_error(meta, exc, rendered) from None
 
 
 def requirement_strings(recipe: Any) -> Iterator[str]:
