@@ -287,6 +287,50 @@ def test_a_broken_recipe_file_is_one_line_in_every_command(
     assert tree_state(root) == before  # nothing written: no rehearsal work tree, no CI file, no log
 
 
+def break_ci_support_encoding(root: Path) -> list[str]:
+    """A byte that is not UTF-8 in the osx-arm64 configuration (formerly a traceback in rehearse)."""
+    path = root / ".ci_support" / f"{OSX_ARM64}.yaml"
+    lines = path.read_bytes().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if line.startswith(b"target_platform:"))
+    lines[index] = b"# caf\xe9\n" + lines[index]
+    path.write_bytes(b"".join(lines))
+    return [f".ci_support/{OSX_ARM64}.yaml line {index + 1} column 6: byte 0xe9 is not UTF-8"]
+
+
+def break_forge_config(root: Path) -> list[str]:
+    """conda-forge.yml cut in the middle of a quoted value (formerly a traceback in render-ci and check)."""
+    path = root / "conda-forge.yml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + 'extra_note: "unfinished\n', encoding="utf-8")
+    return [f"conda-forge.yml line {len(text.splitlines()) + 1} column 13: not valid YAML"]
+
+
+# Inputs other than the recipe, with the commands that read them.
+OTHER_BROKEN_INPUTS: dict[str, tuple[Callable[[Path], list[str]], list[str]]] = {
+    "byte not UTF-8 in a .ci_support file": (
+        break_ci_support_encoding,
+        ["render", "rehearse", "build-locally.py", "build-locally.py --rehearse", "build-locally.py --list"],
+    ),
+    "YAML error in conda-forge.yml": (break_forge_config, ["render-ci", "render-ci --check", "check"]),
+}
+OTHER_CASES = [(broken, command) for broken, (_, cases) in OTHER_BROKEN_INPUTS.items() for command in cases]
+
+
+@pytest.mark.parametrize(("broken", "command"), OTHER_CASES, ids=[f"{b}-{c}" for b, c in OTHER_CASES])
+def test_another_broken_input_is_one_line_in_every_command(
+    broken: str, command: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    breaks, _ = OTHER_BROKEN_INPUTS[broken]
+    root = copy_checkout(tmp_path_factory.mktemp("other") / "feedstock")
+    fragments = breaks(root)
+    before = tree_state(root)
+    arguments = {**RECIPE_COMMANDS, "build-locally.py --list": ["build-locally.py", "--list"]}[command]
+    result = run_in(root, arguments, {**os.environ, "CONDA_FORGE_PINNING": str(PINNING)})
+    assert_one_line(result, *fragments)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert tree_state(root) == before
+
+
 @pytest.mark.parametrize(
     "command",
     [["build-locally.py", "--list"], ["-m", "feedstock_tools", "rehearse", "--list"]],

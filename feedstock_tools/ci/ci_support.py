@@ -650,7 +650,7 @@ def expected_files(root: Path, pinning_dir: Path) -> dict[Path, str]:
     files = {Path(CI_SUPPORT) / f"{config.name}.yaml": config.text for config in configs}
     workflow = root / WORKFLOW
     if workflow.is_file():
-        text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs))
+        text = splice_matrix(read_text(workflow), render_workflow_matrix(configs))
         # The job timeout comes from conda-forge.yml (github_actions.timeout_minutes), as with conda-smithy.
         files[WORKFLOW] = TIMEOUT_LINE.sub(rf"\g<1>{settings.timeout_minutes}", text, count=1)
     files.update(smithy_templates(root, files))
@@ -668,6 +668,15 @@ def _owned_files(root: Path) -> list[Path]:
     return [path.relative_to(root) for path in present]
 
 
+def _holds(path: Path, text: str) -> bool:
+    """Whether a file a rerender writes holds ``text`` already; one that is not UTF-8 does not (a rerender
+    replaces it, so it is out of date, not unreadable)."""
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except UnicodeDecodeError:
+        return False
+
+
 def drift(root: Path, pinning_dir: Path) -> list[str]:
     """One line per file a rerender would add, remove or change (empty when up to date)."""
     expected = expected_files(root, pinning_dir)
@@ -680,7 +689,7 @@ def drift(root: Path, pinning_dir: Path) -> list[str]:
             problems.append(f"extra: {path} (no configuration of the recipe produces it)")
         elif not actual.is_file():
             problems.append(f"missing: {path}")
-        elif actual.read_text(encoding="utf-8") != expected[path]:
+        elif not _holds(actual, expected[path]):
             problems.append(f"out of date: {path}")
     for path in executable_paths():
         if (root / path).is_file() and not is_executable(root / path):
@@ -701,7 +710,7 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
             changes.append(f"removed {path}")
     for path, text in expected.items():
         target = root / path
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+        if not target.is_file() or not _holds(target, text):
             target.parent.mkdir(parents=True, exist_ok=True)
             temporary = target.with_name(target.name + ".tmp")
             temporary.write_text(text, encoding="utf-8")

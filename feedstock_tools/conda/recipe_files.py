@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from feedstock_tools.common.errors import InputError
@@ -106,6 +106,17 @@ def yaml_problem(exc: Exception) -> str:
     """A PyYAML error's words without its marks (which name lines of the text parsed, not of the file)."""
     parts = [getattr(exc, "context", None), getattr(exc, "problem", None)]
     return "; ".join(str(part) for part in parts if part) or str(exc).splitlines()[0]
+
+
+def yaml_error(path: Path, exc: Exception, text: str, numbers: Sequence[int] | None = None) -> InputError:
+    """A PyYAML error in ``text``, read from ``path``, as one line naming the line of the file; ``numbers``:
+    the file's line number of each line of ``text`` when selectors dropped some
+    (:func:`~feedstock_tools.conda.selectors.select_numbered_lines`)."""
+    lines = text.splitlines()
+    numbers = range(1, len(lines) + 1) if numbers is None else numbers
+    mark = yaml_mark(exc, len(numbers))
+    where = f" line {numbers[mark[0]]} column {mark[1]}" if mark else ""
+    return InputError(f"{path}{where}: not valid YAML ({yaml_problem(exc)}); fix that line")
 
 
 def rendered_yaml_error(meta: Path, exc: Exception, rendered: str) -> InputError:

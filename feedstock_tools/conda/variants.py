@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from feedstock_tools.common.errors import InputError
-from feedstock_tools.conda.recipe_files import yaml_mark, yaml_problem
+from feedstock_tools.conda.recipe_files import yaml_error, yaml_problem
 from feedstock_tools.conda.selectors import SelectorError, select_numbered_lines, selector_namespace
 
 Spec = dict[str, Any]
@@ -74,11 +74,9 @@ def parse_variant_text(
     try:
         loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
     except yaml.YAMLError as exc:
-        mark = yaml_mark(exc, len(numbers))
-        where = f"line {numbers[mark[0]]} column {mark[1]}: " if mark else ""
         if source is None:
-            raise VariantError(f"{where}not valid YAML ({yaml_problem(exc)})") from None
-        raise InputError(f"{source} {where}not valid YAML ({yaml_problem(exc)}); fix that line") from None
+            raise VariantError(f"not valid YAML ({yaml_problem(exc)})") from None
+        raise yaml_error(source, exc, selected, numbers) from None
     if not isinstance(loaded, dict):
         named = f"{source}: " if source is not None else ""
         raise VariantError(f"{named}a variant file must be a mapping of keys to lists of values")
