@@ -12,8 +12,8 @@ import yaml
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
-from feedstock_tools.conda.recipe_files import yaml_error
 from feedstock_tools.conda.variants import as_list
+from feedstock_tools.conda.yaml_errors import yaml_error
 
 # conda-smithy's defaults for the parts of conda-forge.yml this generator reads
 # (conda_smithy/data/conda-forge.yml); the feedstock's file overrides them key by key.

@@ -29,8 +29,8 @@ import yaml
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
-from feedstock_tools.conda.recipe_files import rendered_yaml_error
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
+from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
 # The names conda-build defines on the first pass that this recipe reads besides the selector namespace:
 # its Jinja functions (jinja_context.py context_processor) and the package variables (environ.py get_dict).

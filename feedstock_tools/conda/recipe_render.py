@@ -70,9 +70,10 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
-from feedstock_tools.conda.recipe_files import check_recipe, rendered_yaml_error
+from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS, VariantError, explode
+from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
 HASH_LENGTH = 7
 # conda-build renders PKG_HASH as a placeholder and substitutes the real hash into the final string.

@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from feedstock_tools.common.errors import InputError
-from feedstock_tools.conda.recipe_files import yaml_error, yaml_problem
 from feedstock_tools.conda.selectors import SelectorError, select_numbered_lines, selector_namespace
+from feedstock_tools.conda.yaml_errors import yaml_error, yaml_problem
 
 Spec = dict[str, Any]
 Variant = dict[str, Any]

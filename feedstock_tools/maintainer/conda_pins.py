@@ -17,8 +17,8 @@ import jinja2
 import yaml
 
 from feedstock_tools.common.inputs import read_text
-from feedstock_tools.conda.recipe_files import rendered_yaml_error
 from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
+from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
 # Selectors in conda-forge's pinning guard CUDA entries with os.environ["CF_CUDA_ENABLED"]; the CI
 # jobs that build CUDA variants set it, so the table does too.
