@@ -260,7 +260,7 @@ def test_activation_bat_scripts_under_wine_cmd(wine_env: dict[str, str], tmp_pat
     assert lines == ["set=[7.5;8.0;12.0+PTX]", "unset=[]", "user=[8.6]", "kept=[8.6]"], result.stderr
 
 
-# ---- issue 30: the win-64 settings of conda-forge's 2.13.0 bld.bat ------------------------------------------
+# ---- issue 30: the win-64 settings of conda-forge's 2.13.0 bld.bat -----------------------------------------
 
 
 @pytest.mark.parametrize("cuda", ["None", "12.8"])
