@@ -272,3 +272,11 @@ def test_cuda_toolkit_root_dir_is_the_host_prefix_for_cupti() -> None:
     assert "-DCUDA_TOOLKIT_ROOT_DIR=/p" in args
     cpu = shlex.split(environment_for(conda_environ(cuda_compiler_version="None"))["CMAKE_ARGS"])
     assert not [a for a in cpu if a.startswith("-DCUDA")]
+
+
+@pytest.mark.parametrize("target", ["osx-arm64", "osx-64"])
+def test_macos_builds_use_eight_of_the_runners_twelve_cpus_as_conda_forge(target: str) -> None:
+    env = conda_environ(target_platform=target, cuda_compiler_version="None", CPU_COUNT="12")
+    assert environment_for(env)["MAX_JOBS"] == "8"
+    assert environment_for({**env, "CPU_COUNT": "3"})["MAX_JOBS"] == "3"
+    assert environment_for({**env, "MAX_JOBS": "12"})["MAX_JOBS"] == "12"

@@ -47,6 +47,9 @@ CUDA_BYTES_PER_JOB = 8 * 1024**3
 # the Namespace runner this feedstock uses too (namespace-profile-16cpu-4x-on-windows-64, 16 CPUs), CPU and
 # CUDA builds alike, "to avoid being OOM-killed".
 WINDOWS_MAX_JOBS = 4
+# macOS: conda-forge's 2.13.0 build.sh (lines 138-144) uses 8 jobs on the 12-CPU Apple-silicon runner both
+# feedstocks use (namespace-profile-12cpu-on-osx-arm64), "to avoid getting OOM-killed".
+MACOS_MAX_JOBS = 8
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,8 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         f"job per {CUDA_BYTES_PER_JOB // 1024**3} GiB of memory (at most CPU_COUNT): conda-forge's CUDA "
         f"builds were OOM-killed at 8 jobs on 8 CPUs / 32 GB and use 4; win-64: at most {WINDOWS_MAX_JOBS} "
         "(Python cannot read the memory there; conda-forge's 2.13.0 bld.bat:24-27 uses 4 on the same runner "
-        "'to avoid being OOM-killed')",
+        f"'to avoid being OOM-killed'); macOS: at most {MACOS_MAX_JOBS}, as its build.sh:138-144 on the "
+        "same 12-CPU runner",
     )
     put(
         "VERBOSE",
@@ -513,6 +517,8 @@ def max_jobs(build: CondaBuild, caller: Mapping[str, str], memory: int | None = 
     jobs = build.cpu_count
     if build.windows:
         return str(min(jobs, WINDOWS_MAX_JOBS))
+    if build.target_platform.startswith("osx-"):
+        return str(min(jobs, MACOS_MAX_JOBS))
     if build.cuda_version:
         memory = physical_memory_bytes() if memory is None else memory
         if memory:
