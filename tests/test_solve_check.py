@@ -150,9 +150,16 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
         lambda ch: change(ch, named("cuda-version"), drop("__cuda", "constrains")),
         "pytorch", "linux-64 cuda12.9", "flavour cuda130",
     ),
-    "cuda130 builds without their glibc 2.28": (
-        lambda ch: change(ch, builds("cuda130"), drop("__glibc")),
+    # both sources of the 2.28 floor: the cuda130 builds' own sysroot and cuDSS's (every CUDA build)
+    "CUDA builds and cuDSS without their glibc 2.28": (
+        lambda ch: change(
+            change(ch, builds("cuda"), drop("__glibc")), named("libcudss"), drop("__glibc")
+        ),
         "pytorch", "linux-64 cuda13.0 glibc2.17", "flavour cuda130",
+    ),
+    "a cuDSS below 0.8 missing for CUDA 13.0": (
+        lambda ch: change(ch, named("libcudss-dev", "cuda13"), lambda r: r.update(version="0.8.0")),
+        "host of a CUDA 13.0 build, libcudss-dev <0.8", "linux-aarch64 cuda13.0", "found none",
     ),
     "nomagma linalg depends on libmagma": (
         lambda ch: change(ch, named("libtorch-cuda-linalg", "nomagma"), with_libmagma),

@@ -50,6 +50,8 @@ class RunExport:
     # the export is the pinning's value of this key at the requirement's version ("3.10.* *_cpython")
     pinned_export: str | None = None
     fixed: tuple[str, ...] = ()  # exports that do not follow the requirement's version (vs2022's runtimes)
+    # the version the host solve installs where the rendering gives a range (libcudss-dev <0.8 -> 0.7.1.4)
+    solved_version: str | None = None
 
 
 @dataclass
@@ -134,6 +136,7 @@ def run_export_table(metadata: Mapping[str, Any]) -> list[RunExport]:
                 version_of=_optional(entry.get("version_of")),
                 pinned_export=_optional(entry.get("pinned_export")),
                 fixed=tuple(str(spec) for spec in entry.get("fixed") or ()),
+                solved_version=_optional(entry.get("solved_version")),
             )
         )
     return table
@@ -223,7 +226,7 @@ def _export_version(
     """The version a run_export is computed from: the requirement's own (rendering, else pinning) or, with
     ``version_of``, the single version the environment's requirement of that name gives."""
     if entry.version_of is None:
-        return spec_version(spec) or _pinned_version(pinning, spec_name(spec))
+        return spec_version(spec) or _pinned_version(pinning, spec_name(spec)) or entry.solved_version
     versions = [spec_version(s) for s in environment if spec_name(s) == entry.version_of]
     return next((v for v in versions if v), None)
 
