@@ -162,12 +162,7 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     put("USE_SYSTEM_PYBIND11", "ON", "pybind11 from conda-forge, so pybind11-abi pins the extension ABI")
     put("USE_SYSTEM_EIGEN_INSTALL", "ON", "eigen from conda-forge")
     put("USE_NUMPY", "ON", "numpy is in every host that builds Python bindings; fixed so it cannot drift")
-    put(
-        "USE_ITT",
-        "OFF",
-        "no Intel VTune instrumentation (ittapi): conda-forge's 2.13.0 build turns it off on every platform "
-        "(pytorch-cpu-feedstock 74dd3d46 build.sh:29, bld.bat:77); upstream's default is ON",
-    )
+    out += feature_settings(build)
     # ---- CUDA ---------------------------------------------------------------------------------------------
     cuda = build.cuda_version
     put("USE_CUDA", "ON" if cuda else "OFF", f"cuda_compiler_version={cuda or 'None'}")
@@ -292,6 +287,42 @@ def flag_settings(build: CondaBuild, caller: Mapping[str, str]) -> list[Setting]
             "top-level package in every pass (the activation's -fdebug-prefix-map names PKG_NAME); no "
             "-fvisibility-inlines-hidden and the warning flags of conda-forge's 2.13.0 build "
             "(compile_flags_added); Windows: windows.cuda_include_flags",
+        )
+    return out
+
+
+def feature_settings(build: CondaBuild) -> list[Setting]:
+    """Optional features conda-forge's 2.13.0 build turns on or off explicitly (pytorch-cpu-feedstock 74dd3d46
+    build.sh:27-29, 202, 279; bld.bat:77-78), so the build does not depend on what the build machine has."""
+    linux_cuda = bool(build.cuda_version) and build.target_platform.startswith("linux-")
+    out = [
+        Setting(
+            "USE_ITT",
+            "OFF",
+            "no Intel VTune instrumentation (ittapi), as conda-forge's 2.13.0 on every platform; upstream's "
+            "default is ON",
+        ),
+        Setting(
+            "USE_NUMA",
+            "OFF",
+            "no libnuma: no host package provides it, so a build would link the build machine's if present "
+            "(conda-forge's 2.13.0 turns it off everywhere)",
+        ),
+        Setting(
+            "USE_CUFILE",
+            "ON" if linux_cuda else "OFF",
+            "GPUDirect Storage (cuFile) in linux CUDA builds only, whose host has libcufile-dev, else off "
+            "(conda-forge's 2.13.0: 0, then 1 in its CUDA branch)",
+        ),
+    ]
+    if linux_cuda:
+        out.append(
+            Setting(
+                "CMAKE_CUDA_FLAGS",
+                "-w -Xptxas -w",
+                "no nvcc and ptxas warnings: ptxas advisories are not silenced otherwise and swamp the log "
+                "(cuda-nvcc-feedstock#60; conda-forge's 2.13.0 build.sh:277-279, linux CUDA)",
+            )
         )
     return out
 
