@@ -126,8 +126,8 @@ def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support
             )
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
         else:
-            # github_actions_labels: hosted -> GitHub's Apple-silicon runner (osx-64 cross-compiled there)
-            assert entry["runs_on"] == ["macos-15"], entry["CONFIG"]
+            # conda-forge's 12-CPU Apple-silicon Namespace runner (osx-64 cross-compiled there; docs/ci.md)
+            assert entry["runs_on"] == ["namespace-profile-12cpu-on-osx-arm64"], entry["CONFIG"]
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
 
 
@@ -138,9 +138,10 @@ def test_windows_folders_are_on_d_where_conda_smithy_puts_them() -> None:
     assert ci_workflow.windows_drive(["windows", "x64", "self-hosted"]) == "C:"
 
 
-def test_macos_jobs_ask_for_hosted_runners(rendered: list[ci_support.CiConfig]) -> None:
+def test_macos_jobs_ask_for_the_12_cpu_runner(rendered: list[ci_support.CiConfig]) -> None:
     for config in rendered:
-        expected = ["hosted"] if config.subdir.startswith("osx") else ["cirun-openstack-gpu-2xlarge"]
+        macos = ["namespace-profile-12cpu-on-osx-arm64"]
+        expected = macos if config.subdir.startswith("osx") else ["cirun-openstack-gpu-2xlarge"]
         if config.subdir == "win-64":
             expected = ["namespace-profile-16cpu-4x-on-windows-64"]
         assert config.data["github_actions_labels"] == expected, config.name
