@@ -120,8 +120,9 @@ def choose_version(name: str, specs: Iterable[str], pin: str | None) -> str:
     specs = list(specs)
     constraints = [VersionSpec(v, strict=False) for _, v, _ in map(_spec_parts, specs) if v and v != "*"]
     candidates: list[str] = []
-    for text in ([pin] if pin else []) + specs:
-        for word in _VERSION_WORD.findall(text.split(None, 1)[-1] if text is not pin else text):
+    texts = ([pin] if pin else []) + [" ".join(spec.split()[1:]) for spec in specs]  # never the name's digits
+    for text in texts:
+        for word in _VERSION_WORD.findall(text):
             candidates += [word, word + ".1", word + ".0.1"]
     candidates.append("0")
     for candidate in candidates:

@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import shutil
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -34,7 +32,7 @@ import yaml
 
 from feedstock_tools.common.config_selector import resolve_one
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
 from feedstock_tools.proofs import local_channel
 
@@ -45,7 +43,6 @@ CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
 # recipe/ entries the build and the packages' tests read (the patches are for the real tarball only)
 RECIPE_ENTRIES = ("recipe.yaml", "build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
 # The driver's per-pass table (megabuild/report.py `table`): "<pass>  <targets>  <objects>  <seconds>"
-_PASS_ROW = re.compile(r"^\s*(?:│\s*)*(\d [\w-]+(?: \([^)]*\))?)\s+(\d+)\s+(\d+)\s+([\d.]+)\s*$")
 
 
 @dataclass
@@ -113,8 +110,22 @@ def channel_plan(outputs: Sequence[rattler_render.V1Output], variant: Mapping[st
 # ---- the build ---------------------------------------------------------------------------------------
 
 
-def prepare_recipe(recipe_dir: Path, destination: Path, source: Path) -> Path:
-    """A copy of the recipe whose source is ``source`` (a local path): everything else as committed."""
+# Measurement only: the copy's build.sh runs the recipe's own build.sh, then keeps the driver's per-pass
+# report (build/megabuild-report.json, from build/.ninja_log) and the ninja log of this output: every output
+# starts from a fresh copy of the staging output's work directory, and rattler-build keeps only the last.
+REPORT_WRAPPER = """#!/usr/bin/env bash
+# written by `python -m feedstock_tools real-build`: the recipe's build.sh, then a copy of the pass's report
+set -euo pipefail
+bash "${{RECIPE_DIR}}/build.recipe.sh" "$@"
+stamp="$(date +%s%N)"
+cp "${{SRC_DIR}}/build/megabuild-report.json" "{reports}/${{stamp}}.json"
+cp "${{SRC_DIR}}/build/.ninja_log" "{reports}/${{stamp}}.ninja_log"
+"""
+
+
+def prepare_recipe(recipe_dir: Path, destination: Path, source: Path, reports: Path | None = None) -> Path:
+    """A copy of the recipe whose source is ``source`` (a local path): everything else as committed (with
+    ``reports``, build.sh also keeps each pass's report there)."""
     destination.mkdir(parents=True)
     for entry in RECIPE_ENTRIES:
         path = recipe_dir / entry
@@ -122,6 +133,10 @@ def prepare_recipe(recipe_dir: Path, destination: Path, source: Path) -> Path:
             shutil.copytree(path, destination / entry, ignore=shutil.ignore_patterns("__pycache__"))
         elif path.exists():
             shutil.copy2(path, destination / entry)
+    if reports is not None:
+        reports.mkdir(parents=True, exist_ok=True)
+        (destination / "build.sh").rename(destination / "build.recipe.sh")
+        (destination / "build.sh").write_text(REPORT_WRAPPER.format(reports=reports))
     recipe = yaml.safe_load((recipe_dir / "recipe.yaml").read_text())
     recipe["source"] = {"path": str(source)}
     # the stand-in is not PyTorch: it has none of PyTorch's license files, which rattler-build requires to exist
@@ -144,7 +159,8 @@ def run_build(
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     log = work_dir / "channel.log"
-    recipe = prepare_recipe(recipe_dir, work_dir / "recipe", STANDIN)
+    reports = work_dir / "reports"
+    recipe = prepare_recipe(recipe_dir, work_dir / "recipe", STANDIN, reports)
     outputs = rattler_render.render(recipe, ci_support, pythons)
     config = rattler_render.variant_config(ci_support, pythons)
     started = time.monotonic()
@@ -182,22 +198,35 @@ def run_build(
         channel_bytes=local_channel.channel_size(channel),
         build_seconds=build_seconds,
         packages=sorted((out_dir / config["target_platform"][0]).glob("*.conda")),
-        passes=passes_from_log(build_log),
+        passes=passes_from_reports(reports),
         log=build_log,
     )
 
 
-def passes_from_log(log: Path) -> dict[str, int]:
-    """Objects compiled per megabuild pass, from the tables the driver printed (it reads each pass's
-    build/.ninja_log inside the real builder); the last table of each pass wins."""
-    passes: dict[str, int] = {}
-    if not log.exists():
-        return passes
-    for line in log.read_text(errors="replace").splitlines():
-        match = _PASS_ROW.match(line.split(" │ ")[-1] if " │ " in line else line)
-        if match:
-            passes[match.group(1)] = int(match.group(3))
+def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
+    """Objects compiled per target in each megabuild pass, as the driver read them from that output's
+    build/.ninja_log inside rattler-build (each report's last pass is the output's own)."""
+    passes: dict[str, dict[str, int]] = {}
+    for path in sorted(reports.glob("*.json")):
+        last = json.loads(path.read_text())["passes"][-1]
+        passes[last["pass_name"]] = dict(last["objects_by_target"])
     return passes
+
+
+def compile_work_ratio(
+    passes: Mapping[str, Mapping[str, int]], python_linked: Sequence[str], first_python: str
+) -> tuple[int, int]:
+    """(objects compiled over all passes, the minimum): pass 1's objects, torch_cuda_linalg's once more
+    for the MAGMA pass, and the Python-linked targets' once for every pytorch pass whose Python is not
+    pass 1's (each pytorch output starts from pass 1's work directory)."""
+    first = next(v for k, v in passes.items() if k.startswith("1 "))
+    minimum = sum(first.values())
+    for name in passes:
+        if "(magma)" in name:
+            minimum += first.get("torch_cuda_linalg", 0)
+        elif name.startswith("4 pytorch") and f"(py{first_python})" not in name:
+            minimum += sum(first.get(t, 0) for t in python_linked)
+    return sum(sum(v.values()) for v in passes.values()), minimum
 
 
 # ---- install and use ---------------------------------------------------------------------------------
@@ -208,14 +237,13 @@ def install_and_use(
 ) -> list[str]:
     """Solve ``spec`` (+ ``python``) from the built packages and the channel, install into ``prefix``,
     then import torch there and build a CMake consumer with find_package(Torch). Returns what was installed."""
-    from rattler import GenericVirtualPackage, Platform, Version, install, solve
-    from rattler.match_spec import MatchSpec
-    from rattler.package_name import PackageName
+    from rattler import GenericVirtualPackage, MatchSpec, PackageName, Version, install, solve
+    from rattler.package.build_string import BuildString
 
     built_channel = outcome.packages[0].parent.parent
     specs = [spec] + ([f"python {python}.*"] if python else [])
     virtual_packages = [
-        GenericVirtualPackage(PackageName(name), Version(version), "0")
+        GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
         for name, version in (v.split("=") for v in virtual)
     ]
 
@@ -223,10 +251,10 @@ def install_and_use(
         records = await solve(
             [built_channel.as_uri(), outcome.channel.as_uri()],
             [MatchSpec(s) for s in specs],
-            platforms=[Platform("linux-64"), Platform("noarch")],
+            platforms=["linux-64", "noarch"],
             virtual_packages=virtual_packages,
         )
-        await install(records, target_prefix=prefix)
+        await install(records, target_prefix=prefix, show_progress=False)
         return records
 
     try:
@@ -240,13 +268,16 @@ def install_and_use(
     subprocess.run([str(python_exe), "-c", check], check=True)
     consumer = prefix.parent / f"{prefix.name}-cmake"
     shutil.rmtree(consumer, ignore_errors=True)
-    subprocess.run(
-        ["cmake", "-S", str(REPO_ROOT / "recipe" / "cmake_test"), "-B", str(consumer), "-G", "Ninja",
-         f"-DCMAKE_PREFIX_PATH={prefix}"],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    subprocess.run(["cmake", "--build", str(consumer)], check=True, capture_output=True, text=True)
-    subprocess.run([str(consumer / "torch_consumer")], check=True)
+    steps = [
+        ["cmake", "-S", str(STANDIN / "consumer"), "-B", str(consumer), "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}"],
+        ["cmake", "--build", str(consumer)],
+        [str(consumer / "torch_consumer")],
+    ]
+    for step in steps:
+        run = subprocess.run(step, capture_output=True, text=True)
+        if run.returncode:
+            tail = (run.stdout + run.stderr).strip().splitlines()[-1:] or ["(no output)"]
+            raise ToolError(f"the CMake consumer failed in {prefix} at {step[0]} {step[1]}: {tail[0]}")
     return sorted(f"{r.name.normalized}-{r.version}-{r.build}" for r in records)
 
 
@@ -286,12 +317,16 @@ def _main(args: argparse.Namespace) -> int:
     print(f"built {len(outcome.packages)} packages in {outcome.build_seconds:.1f} s:")
     for package in outcome.packages:
         print(f"  {package.name}")
-    for pass_name, objects in outcome.passes.items():
-        print(f"  pass {pass_name}: {objects} objects")
+    for pass_name, targets in outcome.passes.items():
+        print(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
+    python_min = rattler_render.variant_config(ci_support)["python_min"][0]
+    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    done, minimum = compile_work_ratio(outcome.passes, linked, python_min)
+    print(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
     meta = "pytorch-gpu" if "cuda_compiler_version" in name and "None" not in name else "pytorch-cpu"
     virtual = ["__cuda=13.0", "__glibc=2.36", "__unix=0", "__linux=6.1"] if meta == "pytorch-gpu" else ["__glibc=2.36", "__unix=0", "__linux=6.1"]
-    installed = install_and_use(outcome, meta, args.work_dir / name / "prefix", virtual)
-    print("installed: " + ", ".join(installed))
-    json.dump({"packages": [p.name for p in outcome.packages], "passes": outcome.passes}, sys.stdout)
-    print()
+    for python in sorted(rattler_render.variant_config(ci_support, pythons)["python"]):
+        minor = python.split(".*")[0]
+        installed = install_and_use(outcome, meta, args.work_dir / name / f"prefix-{minor}", virtual, minor)
+        print(f"python {minor}: import torch and the CMake consumer work with " + ", ".join(installed))
     return 0
