@@ -28,6 +28,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "ci.ci_support",
     "proofs.solve_check",
     "proofs.real_build",
+    "maintainer.render_v1",
 )
 
 

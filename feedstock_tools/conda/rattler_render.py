@@ -36,7 +36,9 @@ def variant_config(ci_support: Path, pythons: Sequence[str] | None = None) -> di
     try:
         data = yaml.safe_load(ci_support.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ToolError(f"{ci_support}: cannot read it as YAML ({exc}); regenerate it with render-ci") from exc
+        raise ToolError(
+            f"{ci_support}: cannot read it as YAML ({exc}); regenerate it with render-ci"
+        ) from exc
     zip_keys = data.get("zip_keys")
     config = {
         key: [value if isinstance(value, bool) else str(value) for value in values]
@@ -52,8 +54,11 @@ def variant_config(ci_support: Path, pythons: Sequence[str] | None = None) -> di
     return config
 
 
-def render(recipe: Path, ci_support: Path, pythons: Sequence[str] | None = None) -> list[V1Output]:
-    """Every output rattler-build would build for this configuration, in its order, without duplicates."""
+def render(
+    recipe: Path, ci_support: Path, pythons: Sequence[str] | None = None, build_platform: str | None = None
+) -> list[V1Output]:
+    """Every output rattler-build would build for this configuration, in its order, without duplicates;
+    ``build_platform`` (the machine building it) defaults to the target, as recipe_render's does."""
     from rattler_build import RenderConfig, Stage0Recipe, VariantConfig
     from rattler_build.tool_config import PlatformConfig
 
@@ -63,7 +68,9 @@ def render(recipe: Path, ci_support: Path, pythons: Sequence[str] | None = None)
     try:
         variants = Stage0Recipe.from_file(recipe).render(
             VariantConfig(config, zip_keys=zip_keys),
-            RenderConfig(platform=PlatformConfig(target_platform=platform)),
+            RenderConfig(
+                platform=PlatformConfig(target_platform=platform, build_platform=build_platform or platform)
+            ),
         )
     except Exception as exc:  # py-rattler-build raises its own error types for every render problem
         raise ToolError(f"{recipe}: rattler-build cannot render it for {ci_support.name}: {exc}") from exc

@@ -249,7 +249,9 @@ def python_packages(minor: str, build_glob: str) -> list[PackageDraft]:
     ]
 
 
-def wheel_packages(minor: str, pip_requirements: Sequence[str], wheel_dir: Path, log: Path) -> list[PackageDraft]:
+def wheel_packages(
+    minor: str, pip_requirements: Sequence[str], wheel_dir: Path, log: Path
+) -> list[PackageDraft]:
     """Each wheel pip downloads for these requirements (with their dependencies), as a conda package of
     this Python: the wheel's files under lib/python3.X/site-packages, its console scripts in bin/."""
     interpreter = prefixes.find_interpreter(minor)
@@ -322,8 +324,8 @@ def _wheel_package(wheel: Path, minor: str) -> PackageDraft:
 
 def _console_scripts(text: str) -> list[tuple[str, str]]:
     scripts, section = [], ""
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if line.startswith("["):
             section = line.strip("[]")
         elif section == "console_scripts" and "=" in line:
@@ -344,10 +346,16 @@ def compiler_package(lang: str, name: str, version: str) -> PackageDraft:
         build_platform=SUBDIR,
     )
     own = {"cxx": {"CXX", "CXXFLAGS", "DEBUG_CXXFLAGS"}}.get(lang)
-    chosen = {k: v for k, v in variables.items() if (k in own if own else k not in {"CXX", "CXXFLAGS", "DEBUG_CXXFLAGS"})}
+    chosen = {
+        k: v
+        for k, v in variables.items()
+        if (k in own if own else k not in {"CXX", "CXXFLAGS", "DEBUG_CXXFLAGS"})
+    }
     script = "".join(f'export {key}="{value}"\n' for key, value in sorted(chosen.items()))
     tool = variables["CXX" if lang == "cxx" else "CC"]
-    real = subprocess.run([tool, "-dumpfullversion"], check=True, capture_output=True, text=True).stdout.strip()
+    real = subprocess.run(
+        [tool, "-dumpfullversion"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     return PackageDraft(
         name,
         version,
@@ -363,7 +371,9 @@ def _system_library(library: str, step: str) -> Path:
         ["gcc", f"-print-file-name={library}"], check=True, capture_output=True, text=True
     ).stdout.strip()
     if not os.path.isabs(found):
-        raise ToolError(f"local channel: gcc does not know {library} (step: {step}); install gcc and libc6-dev")
+        raise ToolError(
+            f"local channel: gcc does not know {library} (step: {step}); install gcc and libc6-dev"
+        )
     return Path(os.path.realpath(found))
 
 
@@ -376,7 +386,12 @@ def runtime_package(name: str, version: str) -> PackageDraft:
     # conda-forge's libgcc depends on _openmp_mutex (ctng-compilers-feedstock b9e501a)
     depends = ["_openmp_mutex"] if name == "libgcc" else []
     return PackageDraft(
-        name, version, "h0", depends=depends, summary="this machine's " + ", ".join(RUNTIME_LIBRARIES[name]), files=files
+        name,
+        version,
+        "h0",
+        depends=depends,
+        summary="this machine's " + ", ".join(RUNTIME_LIBRARIES[name]),
+        files=files,
     )
 
 
@@ -401,7 +416,9 @@ def tool_package(name: str, version: str) -> PackageDraft:
     )
 
 
-def magma_packages(standin: Path, cache_dir: Path, log: Path, versions: Mapping[str, str]) -> list[PackageDraft]:
+def magma_packages(
+    standin: Path, cache_dir: Path, log: Path, versions: Mapping[str, str]
+) -> list[PackageDraft]:
     install = prefixes.magma_install(standin, cache_dir, log)
     files: dict[str, bytes | Path] = {}
     for path in sorted(install.rglob("*")):
@@ -458,7 +475,9 @@ def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) 
     for minor, glob in sorted(plan.pythons.items()):
         drafts += python_packages(minor, glob)
         pip_names = sorted({prefixes.PYPI_NAMES[n] for n in plan.needs if n in prefixes.PYPI_NAMES})
-        pip_reqs = prefixes.pip_requirements([s for n in plan.needs if n in prefixes.PYPI_NAMES for s in plan.needs[n]])
+        pip_reqs = prefixes.pip_requirements(
+            [s for n in plan.needs if n in prefixes.PYPI_NAMES for s in plan.needs[n]]
+        )
         wheels = wheel_packages(minor, pip_reqs or pip_names, cache_dir / "wheels", log)
         drafts += wheels
         done |= {d.name for d in wheels}

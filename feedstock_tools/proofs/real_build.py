@@ -62,14 +62,18 @@ class BuildOutcome:
 
 def _requirement_lists(stage1: Mapping[str, Any]) -> list[list[Any]]:
     lists = []
-    for section in [stage1.get("requirements", {})] + [c.get("requirements", {}) for c in stage1.get("staging_caches", [])]:
+    for section in [stage1.get("requirements", {})] + [
+        c.get("requirements", {}) for c in stage1.get("staging_caches", [])
+    ]:
         lists += [section.get(key, []) for key in ("build", "host", "run")]
     for test in stage1.get("tests", []):
         lists += [test.get("requirements", {}).get(key, []) for key in ("build", "run")]
     return lists
 
 
-def channel_plan(outputs: Sequence[rattler_render.V1Output], variant: Mapping[str, Any]) -> local_channel.ChannelPlan:
+def channel_plan(
+    outputs: Sequence[rattler_render.V1Output], variant: Mapping[str, Any]
+) -> local_channel.ChannelPlan:
     """Every package name the rendered outputs need, with their specs, the variant's pins (a bare name
     that is a variant key gets the variant's value, with ``-`` read as ``_``), the compiler packages and
     the Pythons."""
@@ -84,14 +88,16 @@ def channel_plan(outputs: Sequence[rattler_render.V1Output], variant: Mapping[st
                 if name not in built:
                     needs.setdefault(name, set()).add(spec)
     pins = {}
-    for name in needs:
+    for name, specs in needs.items():
         value = variant.get(name.replace("-", "_"))
         if value and name != "python":
             pins[name] = str(value[0]).split()[0]
-            needs[name].add(f"{name} {value[0]}" if " " in str(value[0]) else name)
+            specs.add(f"{name} {value[0]}" if " " in str(value[0]) else name)
     subdir = variant["target_platform"][0]
     compilers = {
-        lang: f"{variant[f'{lang}_compiler'][0]}_{subdir}" for lang in ("c", "cxx") if f"{lang}_compiler" in variant
+        lang: f"{variant[f'{lang}_compiler'][0]}_{subdir}"
+        for lang in ("c", "cxx")
+        if f"{lang}_compiler" in variant
     }
     pythons = {}
     for value in variant.get("python", []):
@@ -139,7 +145,7 @@ def prepare_recipe(recipe_dir: Path, destination: Path, source: Path, reports: P
         (destination / "build.sh").write_text(REPORT_WRAPPER.format(reports=reports))
     recipe = yaml.safe_load((recipe_dir / "recipe.yaml").read_text())
     recipe["source"] = {"path": str(source)}
-    # the stand-in is not PyTorch: it has none of PyTorch's license files, which rattler-build requires to exist
+    # the stand-in is not PyTorch: none of PyTorch's license files, which rattler-build requires to exist
     recipe.get("about", {}).pop("license_file", None)
     (destination / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False, width=200))
     return destination / "recipe.yaml"
@@ -150,6 +156,7 @@ def run_build(
     work_dir: Path,
     cache_dir: Path,
     pythons: Sequence[str] | None,
+    *,
     recipe_dir: Path = REPO_ROOT / "recipe",
     test: str = "native",
 ) -> BuildOutcome:
@@ -236,7 +243,7 @@ def install_and_use(
     outcome: BuildOutcome, spec: str, prefix: Path, virtual: Sequence[str] = (), python: str | None = None
 ) -> list[str]:
     """Solve ``spec`` (+ ``python``) from the built packages and the channel, install into ``prefix``,
-    then import torch there and build a CMake consumer with find_package(Torch). Returns what was installed."""
+    then import torch there and build a CMake consumer with find_package(Torch); returns what it installed."""
     from rattler import GenericVirtualPackage, MatchSpec, PackageName, Version, install, solve
     from rattler.package.build_string import BuildString
 
@@ -262,19 +269,26 @@ def install_and_use(
     except Exception as exc:
         raise ToolError(f"the solver refuses {' '.join(specs)} from {built_channel}: {exc}") from exc
     python_exe = prefix / "bin" / "python"
-    check = (
-        "import torch; print(torch.__version__, torch.cuda.is_compiled(), torch.__file__)"
-    )
+    check = "import torch; print(torch.__version__, torch.cuda.is_compiled(), torch.__file__)"
     subprocess.run([str(python_exe), "-c", check], check=True)
     consumer = prefix.parent / f"{prefix.name}-cmake"
     shutil.rmtree(consumer, ignore_errors=True)
     steps = [
-        ["cmake", "-S", str(STANDIN / "consumer"), "-B", str(consumer), "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}"],
+        [
+            "cmake",
+            "-S",
+            str(STANDIN / "consumer"),
+            "-B",
+            str(consumer),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_PREFIX_PATH={prefix}",
+        ],
         ["cmake", "--build", str(consumer)],
         [str(consumer / "torch_consumer")],
     ]
     for step in steps:
-        run = subprocess.run(step, capture_output=True, text=True)
+        run = subprocess.run(step, check=False, capture_output=True, text=True)
         if run.returncode:
             tail = (run.stdout + run.stderr).strip().splitlines()[-1:] or ["(no output)"]
             raise ToolError(f"the CMake consumer failed in {prefix} at {step[0]} {step[1]}: {tail[0]}")
@@ -295,7 +309,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "config",
         nargs="?",
         default=DEFAULT_CONFIG,
-        help="a .ci_support configuration: a unique part of its name, a glob or a path (default: %(default)s)",
+        help="a .ci_support configuration: part of its name, a glob or a path (default: %(default)s)",
     )
     parser.add_argument(
         "--python", nargs="+", default=list(DEFAULT_PYTHONS), help="the Pythons to build for (3.X), or 'all'"
@@ -311,9 +325,15 @@ def _main(args: argparse.Namespace) -> int:
     pythons = None if args.python == ["all"] else args.python
     name = ci_support.stem
     outcome = run_build(
-        ci_support, args.work_dir / name, args.cache_dir, pythons, test="skip" if args.skip_tests else "native"
+        ci_support,
+        args.work_dir / name,
+        args.cache_dir,
+        pythons,
+        test="skip" if args.skip_tests else "native",
     )
-    print(f"channel {outcome.channel} ({outcome.channel_bytes / 1e6:.1f} MB) in {outcome.channel_seconds:.1f} s")
+    print(
+        f"channel {outcome.channel} ({outcome.channel_bytes / 1e6:.1f} MB) in {outcome.channel_seconds:.1f} s"
+    )
     print(f"built {len(outcome.packages)} packages in {outcome.build_seconds:.1f} s:")
     for package in outcome.packages:
         print(f"  {package.name}")
@@ -324,7 +344,11 @@ def _main(args: argparse.Namespace) -> int:
     done, minimum = compile_work_ratio(outcome.passes, linked, python_min)
     print(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
     meta = "pytorch-gpu" if "cuda_compiler_version" in name and "None" not in name else "pytorch-cpu"
-    virtual = ["__cuda=13.0", "__glibc=2.36", "__unix=0", "__linux=6.1"] if meta == "pytorch-gpu" else ["__glibc=2.36", "__unix=0", "__linux=6.1"]
+    virtual = (
+        ["__cuda=13.0", "__glibc=2.36", "__unix=0", "__linux=6.1"]
+        if meta == "pytorch-gpu"
+        else ["__glibc=2.36", "__unix=0", "__linux=6.1"]
+    )
     for python in sorted(rattler_render.variant_config(ci_support, pythons)["python"]):
         minor = python.split(".*")[0]
         installed = install_and_use(outcome, meta, args.work_dir / name / f"prefix-{minor}", virtual, minor)

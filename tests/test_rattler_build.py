@@ -1,0 +1,174 @@
+"""recipe/recipe.yaml (v1) against meta.yaml with the real rattler-build, the local channel, and (marker
+``rattler_build``) a real build of recipe.yaml from that channel: docs/rattler-build.md."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.conda import rattler_render
+from feedstock_tools.maintainer import render_v1
+from feedstock_tools.proofs import local_channel, real_build
+
+CI_SUPPORT = REPO_ROOT / ".ci_support"
+CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
+CUDA_CONFIG = next(CI_SUPPORT.glob(real_build.CUDA_CONFIG + ".yaml"))
+
+
+# ---- the render comparison ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", sorted(CI_SUPPORT.glob("*.yaml")), ids=lambda p: p.stem)
+def test_recipe_yaml_renders_as_meta_yaml_for_every_configuration(config: Path) -> None:
+    outputs, differences = render_v1.compare_config(REPO_ROOT / "recipe", config)
+    assert [d.line() for d in differences] == []
+    # every output of meta.yaml's render is there (compare_config names one missing on either side)
+    meta = {o.name for o in render_v1.recipe_render.render_recipe(REPO_ROOT / "recipe", config).outputs}
+    assert {line.split()[0] for line in outputs} == meta
+
+
+def test_a_change_to_one_recipe_is_named(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe"
+    shutil.copytree(REPO_ROOT / "recipe", recipe, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (recipe / "recipe.yaml").read_text()
+    assert text.count("        - networkx >=2.5.1\n") == 1
+    (recipe / "recipe.yaml").write_text(text.replace("- networkx >=2.5.1\n", "- networkx >=3\n"))
+    _, differences = render_v1.compare_config(recipe, CPU_CONFIG)
+    fields = {(d.output.split()[0], d.field) for d in differences}
+    assert fields == {("pytorch", "run")}
+    assert all("networkx >=2.5.1" in d.meta and "networkx >=3" in d.v1 for d in differences)
+
+
+def test_v1_variant_config_drops_conda_build_keys_and_filters_pythons() -> None:
+    config = rattler_render.variant_config(CPU_CONFIG, ["3.12"])
+    source = yaml.safe_load(CPU_CONFIG.read_text())
+    assert "channel_sources" in source and "channel_sources" not in config
+    assert config["python"] == [v for v in source["python"] if v.startswith("3.12.")]
+    with pytest.raises(ToolError, match="none of its Pythons"):
+        rattler_render.variant_config(CPU_CONFIG, ["2.7"])
+
+
+# ---- the local channel -------------------------------------------------------------------------------
+
+
+def test_versions_come_from_the_recipes_specs() -> None:
+    outputs = rattler_render.render(REPO_ROOT / "recipe" / "recipe.yaml", CPU_CONFIG, ["3.12"])
+    plan = real_build.channel_plan(outputs, rattler_render.variant_config(CPU_CONFIG, ["3.12"]))
+    versions = {n: local_channel.choose_version(n, s, plan.pins.get(n)) for n, s in plan.needs.items()}
+    variant = yaml.safe_load(CPU_CONFIG.read_text())
+    # a pinned name gets the pin, a bounded one the lowest version its bounds accept
+    assert versions["libabseil"] == str(variant["libabseil"][0])
+    assert versions["cmake"] == "3.27"
+    assert versions["fsspec"] == "0.8.5"
+    assert versions["jinja2"] == "0"  # no digits taken from a name
+    assert plan.compilers == {"c": "gcc_linux-64", "cxx": "gxx_linux-64"}
+    assert plan.stdlib == "sysroot_linux-64"
+    assert plan.pythons == {"3.12": "*_cpython"}
+    assert local_channel.build_strings(plan.needs["libblas"]) == ["h0netlib"]
+
+
+def test_contradicting_specs_are_one_line() -> None:
+    with pytest.raises(ToolError, match=r"^local channel: no version of x satisfies x >=2, x <1 \(step"):
+        local_channel.choose_version("x", ["x >=2", "x <1"], None)
+
+
+def test_a_missing_cpython_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_channel.prefixes, "find_interpreter", lambda minor: None)
+    with pytest.raises(
+        ToolError, match=r"no CPython 3\.99 on this machine \(step: python 3\.99\); install it"
+    ):
+        local_channel.python_packages("3.99", "*_cpython")
+
+
+def test_a_wheel_that_will_not_repackage_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheels = tmp_path / "wheels" / "3.12"
+    wheels.mkdir(parents=True)
+    (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    monkeypatch.setattr(local_channel.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0))
+    with pytest.raises(ToolError, match=r"broken-1\.0-py3-none-any\.whl will not repackage .*delete it from"):
+        local_channel.wheel_packages("3.12", ["broken"], tmp_path / "wheels", tmp_path / "log")
+
+
+def test_a_package_is_a_real_conda_file(tmp_path: Path) -> None:
+    draft = local_channel.PackageDraft(
+        "demo", "1.0", "h0", depends=["x >=1"], run_exports={"weak": ["demo >=1.0"]},
+        files={"bin/tool": b"#!/bin/sh\n", "lib/link": Path("/usr/lib")},
+    )  # fmt: skip
+    path = local_channel.write_package(draft, tmp_path)
+    from conda_package_handling import api
+
+    api.extract(str(path), str(tmp_path / "x"))
+    index = yaml.safe_load((tmp_path / "x" / "info" / "index.json").read_text())
+    assert (index["name"], index["version"], index["build"], index["depends"]) == (
+        "demo",
+        "1.0",
+        "h0",
+        ["x >=1"],
+    )
+    assert yaml.safe_load((tmp_path / "x" / "info" / "run_exports.json").read_text()) == {
+        "weak": ["demo >=1.0"]
+    }
+    assert (tmp_path / "x" / "lib" / "link").readlink() == Path("/usr/lib")
+    assert zipfile.is_zipfile(path)
+
+
+def test_the_compile_work_ratio_counts_each_pass_once() -> None:
+    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    first = {"c10": 4, "torch_python": 6, "_C": 1, "nnapi_backend": 1, "torch_cuda_linalg": 5}
+    passes = {
+        "1 libtorch-split": first,
+        "3 libtorch-cuda-linalg (magma)": {"torch_cuda_linalg": 5},
+        "3 libtorch-cuda-linalg (nomagma)": {},
+        "4 pytorch (py3.10)": {},
+        "4 pytorch (py3.12)": {"torch_python": 6, "_C": 1, "nnapi_backend": 1},
+    }
+    assert real_build.compile_work_ratio(passes, linked, "3.10") == (17 + 5 + 8, 17 + 5 + 8)
+    passes["4 pytorch (py3.10)"] = {"c10": 4}  # a pass recompiling what it must not
+    done, minimum = real_build.compile_work_ratio(passes, linked, "3.10")
+    assert done > minimum
+
+
+# ---- the real build (rattler-build, local channel, stand-in) -----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
+    work = tmp_path_factory.mktemp("rattler-build")
+    return real_build.run_build(
+        CPU_CONFIG,
+        work / "cpu",
+        REPO_ROOT / ".rattler-build" / "cache",
+        real_build.DEFAULT_PYTHONS,
+        test="skip",
+    )
+
+
+@pytest.mark.rattler_build
+def test_rattler_build_builds_the_cpu_configuration(
+    cpu_build: real_build.BuildOutcome, tmp_path: Path
+) -> None:
+    names = sorted(p.name.split("-2.13")[0] for p in cpu_build.packages)
+    expected = sorted(
+        o.name
+        for o in rattler_render.render(
+            REPO_ROOT / "recipe" / "recipe.yaml", CPU_CONFIG, real_build.DEFAULT_PYTHONS
+        )
+    )
+    assert names == expected
+    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    python_min = rattler_render.variant_config(CPU_CONFIG)["python_min"][0]
+    done, minimum = real_build.compile_work_ratio(cpu_build.passes, linked, python_min)
+    assert done == minimum
+    assert set(cpu_build.passes["4 pytorch (py3.12)"]) == set(linked)
+    assert sum(cpu_build.passes["2 libtorch"].values()) == 0
+    for minor in real_build.DEFAULT_PYTHONS:
+        installed = real_build.install_and_use(cpu_build, "pytorch-cpu", tmp_path / f"p{minor}", [], minor)
+        assert any(name.startswith(f"python-{minor}.") for name in installed)
+        assert any(name.startswith("pytorch-cpu-") for name in installed)
