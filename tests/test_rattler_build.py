@@ -144,7 +144,7 @@ def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutco
     return real_build.run_build(
         CPU_CONFIG,
         work / "cpu",
-        REPO_ROOT / ".rattler-build" / "cache",
+        real_build.DEFAULT_CACHE,
         real_build.DEFAULT_PYTHONS,
         test="skip",
     )

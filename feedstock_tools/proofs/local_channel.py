@@ -419,7 +419,8 @@ def tool_package(name: str, version: str) -> PackageDraft:
 def magma_packages(
     standin: Path, cache_dir: Path, log: Path, versions: Mapping[str, str]
 ) -> list[PackageDraft]:
-    install = prefixes.magma_install(standin, cache_dir, log)
+    # its own cache directory: make_channel holds the lock of cache_dir, and flock does not nest
+    install = prefixes.magma_install(standin, cache_dir / "magma", log)
     files: dict[str, bytes | Path] = {}
     for path in sorted(install.rglob("*")):
         if path.is_file() and not path.is_symlink():

@@ -40,6 +40,8 @@ STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_PYTHONS = ("3.10", "3.12")
 DEFAULT_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_versionNone*"
 CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
+# The channels are kept beside the rehearsal's venv templates (a cache shared by checkouts, flock-protected)
+DEFAULT_CACHE = REPO_ROOT / ".rehearsal" / ".cache" / "local-channel"
 # recipe/ entries the build and the packages' tests read (the patches are for the real tarball only)
 RECIPE_ENTRIES = ("recipe.yaml", "build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
 # The driver's per-pass table (megabuild/report.py `table`): "<pass>  <targets>  <objects>  <seconds>"
@@ -315,7 +317,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--python", nargs="+", default=list(DEFAULT_PYTHONS), help="the Pythons to build for (3.X), or 'all'"
     )
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / ".rattler-build")
-    parser.add_argument("--cache-dir", type=Path, default=REPO_ROOT / ".rattler-build" / "cache")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help="where the local channels and wheels are kept (default: %(default)s, beside the rehearsal's venvs)",
+    )
     parser.add_argument("--skip-tests", action="store_true", help="do not run the packages' tests")
     parser.set_defaults(func=_main)
 
