@@ -321,7 +321,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cache-dir",
         type=Path,
         default=DEFAULT_CACHE,
-        help="where the local channels and wheels are kept (default: %(default)s, beside the rehearsal's venvs)",
+        help="where the local channels and wheels are kept (default: %(default)s)",
     )
     parser.add_argument("--skip-tests", action="store_true", help="do not run the packages' tests")
     parser.set_defaults(func=_main)
