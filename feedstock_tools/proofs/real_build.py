@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,7 +181,14 @@ def run_build(
     variants.write_text(yaml.safe_dump(config))
     out_dir = work_dir / "output"
     started = time.monotonic()
-    with warnings.catch_warnings():
+    cuda = config.get("cuda_compiler_version", ["None"])[0]
+    # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
+    # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
+    # machine lacks; conda's override variable plays the driver, as docs/recipe.md's CONDA_OVERRIDE_CUDA
+    override = (
+        {"CONDA_OVERRIDE_CUDA": cuda} if cuda != "None" and "CONDA_OVERRIDE_CUDA" not in os.environ else {}
+    )
+    with warnings.catch_warnings(), _environment(override):
         warnings.simplefilter("ignore", DeprecationWarning)  # build_recipes: see the module docstring
         try:
             build_recipes(
@@ -210,6 +219,20 @@ def run_build(
         passes=passes_from_reports(reports),
         log=build_log,
     )
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
