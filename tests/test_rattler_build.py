@@ -172,3 +172,37 @@ def test_rattler_build_builds_the_cpu_configuration(
         installed = real_build.install_and_use(cpu_build, "pytorch-cpu", tmp_path / f"p{minor}", [], minor)
         assert any(name.startswith(f"python-{minor}.") for name in installed)
         assert any(name.startswith("pytorch-cpu-") for name in installed)
+
+
+@pytest.fixture(scope="session")
+def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
+    work = tmp_path_factory.mktemp("rattler-build")
+    return real_build.run_build(
+        CUDA_CONFIG,
+        work / "cuda",
+        real_build.DEFAULT_CACHE,
+        real_build.DEFAULT_PYTHONS,
+        test="skip",
+    )
+
+
+@pytest.mark.rattler_build
+def test_rattler_build_builds_a_cuda_configuration(
+    cuda_build: real_build.BuildOutcome, tmp_path: Path
+) -> None:
+    recipe = REPO_ROOT / "recipe" / "recipe.yaml"
+    expected = sorted(o.name for o in rattler_render.render(recipe, CUDA_CONFIG, real_build.DEFAULT_PYTHONS))
+    assert sorted(p.name.split("-2.13")[0] for p in cuda_build.packages) == expected
+    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    variant = rattler_render.variant_config(CUDA_CONFIG)
+    done, minimum = real_build.compile_work_ratio(cuda_build.passes, linked, variant["python_min"][0])
+    assert done == minimum
+    # the MAGMA pass recompiles exactly torch_cuda_linalg, the other linalg build and libtorch nothing
+    assert set(cuda_build.passes["3 libtorch-cuda-linalg (magma)"]) == {"torch_cuda_linalg"}
+    assert sum(cuda_build.passes["3 libtorch-cuda-linalg (nomagma)"].values()) == 0
+    meta, machine = real_build.metapackage_and_machine(variant)
+    assert meta == "pytorch-gpu"
+    installed = real_build.install_and_use(cuda_build, meta, tmp_path / "prefix", machine, "3.12")
+    # the solver prefers the MAGMA build (+50) and brings libmagma with it
+    assert any(n.startswith("libtorch-cuda-linalg-") and "_magma_" in n for n in installed)
+    assert any(n.startswith("libmagma-") for n in installed)

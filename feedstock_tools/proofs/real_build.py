@@ -294,7 +294,11 @@ def install_and_use(
     except Exception as exc:
         raise ToolError(f"the solver refuses {' '.join(specs)} from {built_channel}: {exc}") from exc
     python_exe = prefix / "bin" / "python"
-    check = "import torch; print(torch.__version__, torch.cuda.is_compiled(), torch.__file__)"
+    # version, CUDA flag and (CUDA) whether the installed linalg library has MAGMA, through torch._C
+    check = (
+        "import torch; cuda = torch.cuda.is_compiled(); "
+        "print(torch.__version__, cuda, torch.cuda.has_magma() if cuda else None, torch.__file__)"
+    )
     subprocess.run([str(python_exe), "-c", check], check=True)
     consumer = prefix.parent / f"{prefix.name}-cmake"
     shutil.rmtree(consumer, ignore_errors=True)
@@ -318,6 +322,13 @@ def install_and_use(
             tail = (run.stdout + run.stderr).strip().splitlines()[-1:] or ["(no output)"]
             raise ToolError(f"the CMake consumer failed in {prefix} at {step[0]} {step[1]}: {tail[0]}")
     return sorted(f"{r.name.normalized}-{r.version}-{r.build}" for r in records)
+
+
+def metapackage_and_machine(variant: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """The metapackage users install for this configuration and the virtual packages of a machine that
+    takes it: a CUDA build needs an NVIDIA driver (__cuda) of at least its CUDA version."""
+    cuda = str(variant.get("cuda_compiler_version", ["None"])[0])
+    return ("pytorch-gpu", [f"__cuda={cuda}"]) if cuda != "None" else ("pytorch-cpu", [])
 
 
 # ---- command line ------------------------------------------------------------------------------------
@@ -373,12 +384,7 @@ def _main(args: argparse.Namespace) -> int:
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
     done, minimum = compile_work_ratio(outcome.passes, linked, python_min)
     print(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
-    meta = "pytorch-gpu" if "cuda_compiler_version" in name and "None" not in name else "pytorch-cpu"
-    virtual = (
-        ["__cuda=13.0", "__glibc=2.36", "__unix=0", "__linux=6.1"]
-        if meta == "pytorch-gpu"
-        else ["__glibc=2.36", "__unix=0", "__linux=6.1"]
-    )
+    meta, virtual = metapackage_and_machine(rattler_render.variant_config(ci_support))
     for python in sorted(rattler_render.variant_config(ci_support, pythons)["python"]):
         minor = python.split(".*")[0]
         installed = install_and_use(outcome, meta, args.work_dir / name / f"prefix-{minor}", virtual, minor)
