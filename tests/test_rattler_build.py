@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import zipfile
@@ -133,6 +134,46 @@ def test_the_compile_work_ratio_counts_each_pass_once() -> None:
     passes["4 pytorch (py3.10)"] = {"c10": 4}  # a pass recompiling what it must not
     done, minimum = real_build.compile_work_ratio(passes, linked, "3.10")
     assert done > minimum
+
+
+def test_a_failed_build_is_one_line_and_leaves_no_packages(tmp_path: Path) -> None:
+    log = tmp_path / "bld" / "rattler-build_libtorch-split_1" / "work" / "conda_build.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("[megabuild] PKG_NAME=pytorch SRC_DIR=$SRC_DIR PREFIX=$PREFIX\nmegabuild error: boom\n")
+    (tmp_path / "linux-64").mkdir()
+    (tmp_path / "linux-64" / "libtorch-2.13.0-x_0.conda").write_bytes(b"")
+    line = real_build.build_failure(
+        RuntimeError("solving\nScript failed to execute"), tmp_path, "linux-64", "cfg"
+    )
+    assert "\n" not in line
+    assert line.startswith(
+        "rattler-build failed on output pytorch of cfg (step: build): Script failed to execute;"
+    )
+    assert str(log) in line
+    assert not (tmp_path / "linux-64").exists()
+
+
+def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
+    for channel in ("built", "local"):
+        for subdir in ("linux-64", "noarch"):
+            (tmp_path / channel / subdir).mkdir(parents=True)
+            empty = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}}
+            (tmp_path / channel / subdir / "repodata.json").write_text(json.dumps(empty))
+    outcome = real_build.BuildOutcome(
+        config="cfg",
+        channel=tmp_path / "local",
+        channel_seconds=0.0,
+        channel_bytes=0,
+        build_seconds=0.0,
+        packages=[tmp_path / "built" / "linux-64" / "pytorch-cpu-2.13.0-x_0.conda"],
+    )
+    with pytest.raises(ToolError) as error:
+        real_build.install_and_use(outcome, "pytorch-cpu", tmp_path / "prefix", [], "3.12")
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("the solver refuses pytorch-cpu python 3.12.* from ")
+    assert "(step: install)" in message
+    assert not (tmp_path / "prefix").exists()
 
 
 # ---- the real build (rattler-build, local channel, stand-in) -----------------------------------------

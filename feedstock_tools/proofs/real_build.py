@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -202,10 +203,8 @@ def run_build(
                 package_format="conda",
             )
         except Exception as exc:  # py-rattler-build's errors carry rattler-build's message
-            last = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             raise ToolError(
-                f"rattler-build failed building {recipe} for {ci_support.name}: {last} "
-                f"(whole log: {out_dir / 'rattler-build-log.txt'})"
+                build_failure(exc, out_dir, config["target_platform"][0], ci_support.name)
             ) from exc
     build_seconds = time.monotonic() - started
     build_log = out_dir / "rattler-build-log.txt"
@@ -218,6 +217,30 @@ def run_build(
         packages=sorted((out_dir / config["target_platform"][0]).glob("*.conda")),
         passes=passes_from_reports(reports),
         log=build_log,
+    )
+
+
+def build_failure(exc: BaseException, out_dir: Path, subdir: str, config: str) -> str:
+    """One line: which output failed (the last work directory's log names it), rattler-build's last
+    message, the log to read. The packages already built are removed: nothing half-made is left."""
+    text = str(exc).strip()
+    last = text.splitlines()[-1] if text else type(exc).__name__
+    logs = sorted(
+        [
+            *out_dir.glob("bld/*/work/conda_build.log"),
+            *out_dir.glob("build_cache/*/work_dir/conda_build.log"),
+        ],
+        key=lambda p: p.stat().st_mtime,
+    )
+    output = "?"
+    if logs:
+        found = re.findall(r"PKG_NAME=(\S+)", logs[-1].read_text(errors="replace"))
+        output = found[-1] if found else output
+    shutil.rmtree(out_dir / subdir, ignore_errors=True)
+    where = logs[-1] if logs else out_dir
+    return (
+        f"rattler-build failed on output {output} of {config} (step: build): {last}; "
+        f"read {where}, fix the recipe or the driver and run again"
     )
 
 
@@ -292,7 +315,11 @@ def install_and_use(
     try:
         records = asyncio.run(go())
     except Exception as exc:
-        raise ToolError(f"the solver refuses {' '.join(specs)} from {built_channel}: {exc}") from exc
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ToolError(
+            f"the solver refuses {' '.join(specs)} from {built_channel} and {outcome.channel.name} "
+            f"(step: install): {first}; the built packages or the local channel lack what it names"
+        ) from exc
     python_exe = prefix / "bin" / "python"
     # version, CUDA flag and (CUDA) whether the installed linalg library has MAGMA, through torch._C
     check = (
