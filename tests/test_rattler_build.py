@@ -29,10 +29,9 @@ CUDA_CONFIG = next(CI_SUPPORT.glob(real_build.CUDA_CONFIG + ".yaml"))
 @pytest.mark.parametrize("config", sorted(CI_SUPPORT.glob("*.yaml")), ids=lambda p: p.stem)
 def test_recipe_yaml_renders_as_meta_yaml_for_every_configuration(config: Path) -> None:
     outputs, differences = render_v1.compare_config(REPO_ROOT / "recipe", config)
+    # an output only one recipe builds is a difference too ("output")
     assert [d.line() for d in differences] == []
-    # every output of meta.yaml's render is there (compare_config names one missing on either side)
-    meta = {o.name for o in render_v1.recipe_render.render_recipe(REPO_ROOT / "recipe", config).outputs}
-    assert {line.split()[0] for line in outputs} == meta
+    assert {"libtorch", "pytorch"} <= {line.split()[0] for line in outputs}
 
 
 def test_a_change_to_one_recipe_is_named(tmp_path: Path) -> None:
