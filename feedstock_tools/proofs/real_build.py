@@ -375,7 +375,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a .ci_support configuration: part of its name, a glob or a path (default: %(default)s)",
     )
     parser.add_argument(
-        "--python", nargs="+", default=list(DEFAULT_PYTHONS), help="the Pythons to build for (3.X), or 'all'"
+        "--python",
+        nargs="+",
+        default=list(DEFAULT_PYTHONS),
+        help="the Pythons to build for (3.X), or 'all' (every one of the configuration this machine has)",
     )
     parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / ".rattler-build")
     parser.add_argument(
@@ -390,7 +393,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     ci_support = resolve_one(args.config, REPO_ROOT / ".ci_support")
-    pythons = None if args.python == ["all"] else args.python
+    pythons = args.python
+    if pythons == ["all"]:
+        # every Python of the configuration that this machine has (the rehearsal skips the others too)
+        every = [v.split(".*")[0] for v in rattler_render.variant_config(ci_support)["python"]]
+        pythons = [minor for minor in every if local_channel.prefixes.find_interpreter(minor)]
+        for minor in sorted(set(every) - set(pythons)):
+            print(f"python {minor}: no CPython {minor} on this machine, its pytorch output is not built")
     name = ci_support.stem
     outcome = run_build(
         ci_support,
