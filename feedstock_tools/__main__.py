@@ -28,6 +28,8 @@ TOOL_MODULES: tuple[str, ...] = (
     "ci.ci_support",
     "proofs.solve_check",
     "proofs.anchor_parity",
+    "proofs.real_build",
+    "maintainer.render_v1",
 )
 
 

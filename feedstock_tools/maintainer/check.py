@@ -13,7 +13,9 @@ Fails with one line per finding when
   ``libtorch-cuda-linalg`` adds ``_magma`` / ``_nomagma``);
 * a ``.ci_support`` file is missing, extra or stale (the CI layer's own generator decides);
 * the build driver's staging table names a package the recipe does not build with a script, or the
-  reverse.
+  reverse;
+* recipe/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
+  configuration (``render-v1``, docs/rattler-build.md).
 
 Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
 """
@@ -40,6 +42,7 @@ from feedstock_tools.conda.recipe_render import (
     render_recipe,
 )
 from feedstock_tools.conda.selectors import python_selector_number
+from feedstock_tools.maintainer import render_v1
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
 CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
@@ -339,7 +342,32 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
         )
     if scripted:
         findings += check_staging(scripted)
+    findings += check_recipe_v1(root)
     return _dedupe(findings)
+
+
+def check_recipe_v1(root: Path) -> list[Finding]:
+    """Every difference between recipe.yaml's real rattler-build render and meta.yaml's, per committed
+    .ci_support configuration (nothing when there is no recipe.yaml)."""
+    recipe_dir = root / "recipe"
+    if not (recipe_dir / "recipe.yaml").is_file():
+        return []
+    findings = []
+    for path in sorted((root / ".ci_support").glob("*.yaml")):
+        try:
+            _, differences = render_v1.compare_config(recipe_dir, path)
+        except (ToolError, ValueError) as exc:
+            findings.append(Finding("recipe-v1", path.stem, str(exc)))
+            continue
+        findings += [
+            Finding(
+                "recipe-v1",
+                f"{d.config}: {d.output}",
+                f"{d.field}: meta.yaml {d.meta!r} / recipe.yaml {d.v1!r}",
+            )
+            for d in differences
+        ]
+    return findings
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
