@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from feedstock_tools.common.errors import ToolError
 from feedstock_tools.maintainer.patch_check import check_patch_series
+from feedstock_tools.maintainer.patch_evidence import read_segments
 from feedstock_tools.maintainer.patch_hunks import (
     FileText,
     PatchFormatError,
@@ -149,3 +152,15 @@ def test_a_patch_whose_context_an_earlier_patch_of_the_series_changed_conflicts_
     missing = check_patch_series(recipe, "9.9.9", series, fixtures)
     assert {row.verdict for row in missing.rows} == {Verdict.UNKNOWN}
     assert missing.summary().endswith("3 unknown text (no pytorch-9.9.9-preimage.txt in fixtures/)")
+
+
+def test_a_broken_evidence_file_is_one_line_naming_the_file_and_line(tmp_path):
+    fixture = tmp_path / "pytorch-1.0.0-preimage.txt"
+    fixture.write_text("# header\n@@ f.txt 1 test\nline 1\n@@ f.txt one test\nline 2\n")
+    with pytest.raises(ToolError, match=rf"^{re.escape(str(fixture))}:4: '@@ f.txt one test' is neither"):
+        read_segments(fixture)
+    fixture.write_text("stray line\n@@ f.txt 1 test\nline 1\n")
+    with pytest.raises(ToolError, match=rf"^{re.escape(str(fixture))}:1: a line outside any '@@' segment"):
+        read_segments(fixture)
+    fixture.write_text("# header\n@@ f.txt 3 test\nthree\nfour\n@@ f.txt 9 test\nnine\n")
+    assert read_segments(fixture)["f.txt"] == FileText({3: "three", 4: "four", 9: "nine"}, whole=False)
