@@ -22,7 +22,8 @@ from feedstock_tools.proofs.solve_check import Machine, Request
 from feedstock_tools.proofs.solver_process import solve_in_child
 
 # What the rehearsal does after its last check: a solver pick (rehearsal/solver_pick.py), then the
-# interpreter exits at once. Prints what it picked, whether py-rattler was loaded here and the threads left.
+# interpreter exits at once. Prints what it picked, whether py-rattler was loaded here and the threads
+# left. Any version serves, as long as the two packages agree.
 _PICK_THEN_EXIT = """
 import json, os, sys
 from pathlib import Path
@@ -32,10 +33,10 @@ from feedstock_tools.proofs.rehearsal.plan import Step
 from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
 
 def built(name, build, run=()):
-    return SimpleNamespace(step=Step(name, "2.13.0", 0, build, {}, True, "3.12", run=run))
+    return SimpleNamespace(step=Step(name, "1.0.0", 0, build, {}, True, "3.12", run=run))
 
 packages = [built("libtorch", "cpu_generic_h0_0"),
-            built("pytorch", "cpu_generic_py312_h0_0", run=("libtorch 2.13.0 cpu_generic_h0_0",))]
+            built("pytorch", "cpu_generic_py312_h0_0", run=("libtorch 1.0.0 cpu_generic_h0_0",))]
 picked = solver_pick(packages, ["pytorch"], "linux-64", {}, Path(sys.argv[1]))
 print(json.dumps({"picked": sorted(b.step.name for b in picked),
                   "rattler loaded": any(name.startswith("rattler") for name in sys.modules),
