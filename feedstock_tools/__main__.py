@@ -27,6 +27,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "proofs.gpu_check",
     "ci.ci_support",
     "proofs.solve_check",
+    "release.bump",
 )
 
 
