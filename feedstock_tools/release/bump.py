@@ -110,6 +110,14 @@ class Release:
     wheels: dict[str, WheelSource]  # by subdir
     metadata: dict[str, str] = field(default_factory=dict)  # by subdir: METADATA text
 
+    def file_text(self, member: str) -> tuple[str, patch_hunks.FileText] | None:
+        """The member's lines from the first platform's wheel that has it, with that subdir."""
+        for subdir, source in self.wheels.items():
+            text = source.file_text(member)
+            if text is not None:
+                return subdir, text
+        return None
+
     def text(self, member: str) -> tuple[str, str] | None:
         """The member's text from the first platform's wheel that has it, with that subdir."""
         for subdir, source in self.wheels.items():
@@ -128,18 +136,6 @@ def wheel_member(source_path: str) -> str | None:
 
 def patch_paths(root: Path) -> list[Path]:
     return sorted((root / "recipe" / "patches").glob("*.patch"))
-
-
-def text_members(root: Path) -> list[str]:
-    """The members whose text the bump reads: metadata, version files, bundled-version headers, the CUDA
-    floor and every patched file a wheel carries (what a fixture set keeps)."""
-    members = {"torch/version.py", CUDA_CMAKE, *(header for _, header, _, _ in BUNDLED_PINS)}
-    for patch in patch_paths(root):
-        for diff in patch_hunks.parse_patch(patch.read_text()):
-            member = wheel_member(diff.old_path or diff.path)
-            if member:
-                members.add(member)
-    return sorted(members)
 
 
 def dist_info_member(source: WheelSource, name: str) -> str | None:
@@ -624,9 +620,9 @@ def patch_rows(root: Path, release: Release) -> list[Row]:
         for diff in diffs:
             source_path = diff.old_path or diff.path
             member = wheel_member(source_path)
-            found = release.text(member) if member else None
+            found = release.file_text(member) if member else None
             if found:
-                evidence[source_path] = patch_hunks.FileText.of_text(found[1])
+                evidence[source_path] = found[1]
                 origin[source_path] = f"{found[0]} wheel's {member}"
         for judgement in patch_hunks.judge_patch(diffs, evidence):
             verdict = judgement.verdict
@@ -804,6 +800,39 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def fixture_lines(source: WheelSource, root: Path) -> dict[str, list[int] | None]:
+    """The lines of each member a fixture set keeps for the bump: whole WHEEL and version.py, METADATA's
+    headers, the version lines of the bundled headers and of the CUDA floor, and each patch hunk's lines
+    where it applies in this wheel (or where it expected them, when it conflicts), with 3 lines around."""
+    keep: dict[str, list[int] | None] = {"torch/version.py": None}
+    wheel_info = dist_info_member(source, "WHEEL")
+    if wheel_info:
+        keep[wheel_info] = None
+    metadata = dist_info_member(source, "METADATA")
+    if metadata:
+        headers = (source.text(metadata) or "").split("\n\n", 1)[0]
+        keep[metadata] = list(range(1, headers.count("\n") + 2))
+    for member, pattern in [
+        *((header, regex) for _, header, regex, _ in BUNDLED_PINS),
+        (CUDA_CMAKE, CUDA_FLOOR),
+    ]:
+        text = source.text(member)
+        if text is not None:
+            keep[member] = [n for n, line in enumerate(text.split("\n"), 1) if re.search(pattern, line)]
+    for patch in patch_paths(root):
+        for diff in patch_hunks.parse_patch(patch.read_text()):
+            member = wheel_member(diff.old_path or diff.path)
+            text = source.file_text(member) if member else None
+            if member is None or text is None:
+                continue
+            lines = keep.setdefault(member, [])
+            for hunk in diff.hunks:
+                judgement = patch_hunks.judge_hunk(hunk, text)
+                start = judgement.line or hunk.old_start
+                lines += range(max(1, start - 3), start + len(hunk.old_lines) + 3)  # type: ignore[union-attr]
+    return keep
+
+
 def cut(version: str, wheel_dirs: list[Path], out: Path, root: Path, provenance: str) -> list[Path]:
     """The fixture set of every target's real wheel of ``version`` (file list, needs list, texts)."""
     written = []
@@ -813,14 +842,8 @@ def cut(version: str, wheel_dirs: list[Path], out: Path, root: Path, provenance:
             raise ToolError(
                 f"no real wheel {target.wheel_name(version)} to cut: {target.pip_download(version)}"
             )
-        written += wheel_source.cut_fixtures(
-            source.path, out, text_members(root) + _metadata_members(source), provenance
-        )
+        written += wheel_source.cut_fixtures(source.path, out, fixture_lines(source, root), provenance)
     return written
-
-
-def _metadata_members(source: WheelSource) -> list[str]:
-    return [m for m in (dist_info_member(source, "METADATA"), dist_info_member(source, "WHEEL")) if m]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,9 @@ and its name. :class:`ZipWheel` reads a real wheel; :class:`FixtureWheel` reads 
 
 * ``<stem>-wheel-files.txt.gz``: every member (``wheel-layout --file-list``; its first line names the wheel);
 * ``<stem>-wheel-needs.txt.gz``: every binary's needs (``wheel-layout --needs-list``);
-* ``<stem>-wheel-texts.json.gz``: the members whose text the bump reads, by path.
+* ``<stem>-wheel-texts.json.gz``: the lines of the members the bump reads, by path: whole small files
+  (``WHEEL``, ``torch/version.py``), the lines that carry a version, and around each patch hunk the lines
+  it applies to in the release (or the lines it expects there, where it conflicts).
 
 The bump fetches nothing: :func:`find_wheels` looks in the directories it is given (``--wheels``, else
 pip's cache directory) and names the ``pip download`` line of each wheel it misses.
@@ -22,12 +24,13 @@ import re
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.maintainer.patch_hunks import FileText
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.wheel_layout import ListedFile, read_file_list, wheel_files, write_file_list
 
@@ -69,6 +72,10 @@ TEXTS_SUFFIX = "-wheel-texts.json.gz"
 _FILE_LIST_HEAD = re.compile(r"^# Every file of (?P<name>\S+\.whl), sha256 (?P<sha256>[0-9a-f]{64})")
 
 
+# file lists read once per process (a wheel's zip directory, a fixture's gzip): the bump asks several times
+_FILES: dict[Path, list[ListedFile]] = {}
+
+
 class WheelSource(Protocol):
     """One platform's wheel of a release, as the bump reads it."""
 
@@ -79,7 +86,11 @@ class WheelSource(Protocol):
     def needs(self) -> dict[str, linkage.BinaryNeeds]: ...
 
     def text(self, member: str) -> str | None:
-        """The member's text, None when the wheel (or the fixture set) does not have it."""
+        """The member's text (a fixture set: its known lines), None when the source does not have it."""
+        ...
+
+    def file_text(self, member: str) -> FileText | None:
+        """The member's lines by number, for the patch judge; None when the source does not have it."""
         ...
 
 
@@ -98,8 +109,10 @@ class ZipWheel:
             raise ToolError(f"{self.path} is not a readable wheel ({exc}): download it again") from None
 
     def files(self) -> list[ListedFile]:
-        self._open().close()
-        return wheel_files(self.path)
+        if self.path not in _FILES:
+            self._open().close()
+            _FILES[self.path] = wheel_files(self.path)
+        return _FILES[self.path]
 
     def needs(self) -> dict[str, linkage.BinaryNeeds]:
         return dict(linkage.wheel_needs(self.path))
@@ -110,6 +123,10 @@ class ZipWheel:
                 return archive.read(member).decode("utf-8", errors="replace")
             except KeyError:
                 return None
+
+    def file_text(self, member: str) -> FileText | None:
+        text = self.text(member)
+        return FileText.of_text(text) if text is not None else None
 
 
 @dataclass
@@ -123,7 +140,9 @@ class FixtureWheel:
         return self.files_path.with_name(self.files_path.name.removesuffix(FILES_SUFFIX) + suffix)
 
     def files(self) -> list[ListedFile]:
-        return read_file_list(self.files_path)
+        if self.files_path not in _FILES:
+            _FILES[self.files_path] = read_file_list(self.files_path)
+        return _FILES[self.files_path]
 
     def needs(self) -> dict[str, linkage.BinaryNeeds]:
         path = self._sibling(NEEDS_SUFFIX)
@@ -131,11 +150,19 @@ class FixtureWheel:
             raise ToolError(f"{path} is missing: the fixture set of {self.name} needs its needs list")
         return linkage.read_needs_list(path)
 
-    def text(self, member: str) -> str | None:
+    def file_text(self, member: str) -> FileText | None:
         path = self._sibling(TEXTS_SUFFIX)
         if not path.is_file():
             return None
-        return json.loads(gzip.decompress(path.read_bytes()))["texts"].get(member)
+        excerpt = json.loads(gzip.decompress(path.read_bytes()))["texts"].get(member)
+        if excerpt is None:
+            return None
+        segments = [(int(first), lines) for first, lines in excerpt["segments"]]
+        return FileText(FileText.of_segments(segments).lines, whole=excerpt["whole"])
+
+    def text(self, member: str) -> str | None:
+        known = self.file_text(member)
+        return "\n".join(known.lines[n] for n in sorted(known.lines)) if known is not None else None
 
 
 def fixture_wheel_name(files_path: Path) -> str | None:
@@ -191,9 +218,23 @@ def find_wheels(directories: list[Path], version: str) -> dict[str, WheelSource]
     return found
 
 
-def cut_fixtures(wheel: Path, directory: Path, members: Iterable[str], provenance: str) -> list[Path]:
-    """Write the fixture set of ``wheel`` into ``directory``: file list, needs list and the texts of
-    ``members`` that the wheel has. The stem is the wheel's name without ``.whl``."""
+def excerpt(text: FileText, keep: Iterable[int] | None) -> dict[str, object]:
+    """What a fixture keeps of a member: every line (``keep`` None) or the numbered lines ``keep``."""
+    numbers = sorted(text.lines) if keep is None else sorted(set(keep) & set(text.lines))
+    segments: list[list[object]] = []
+    for number in numbers:
+        if segments and number == segments[-1][0] + len(segments[-1][1]):  # type: ignore[arg-type]
+            segments[-1][1].append(text.lines[number])  # type: ignore[union-attr]
+        else:
+            segments.append([number, [text.lines[number]]])
+    return {"whole": keep is None and text.whole, "segments": segments}
+
+
+def cut_fixtures(
+    wheel: Path, directory: Path, keep: Mapping[str, Iterable[int] | None], provenance: str
+) -> list[Path]:
+    """Write the fixture set of ``wheel`` into ``directory``: file list, needs list and, of each member
+    in ``keep`` the wheel has, the lines named there (None: all). The stem is the wheel's name."""
     stem = directory / wheel.name.removesuffix(".whl")
     files_path = stem.with_name(stem.name + FILES_SUFFIX)
     needs_path = stem.with_name(stem.name + NEEDS_SUFFIX)
@@ -203,9 +244,13 @@ def cut_fixtures(wheel: Path, directory: Path, members: Iterable[str], provenanc
     header = f"The binaries of {wheel.name}, sha256 {digest}. {provenance}".strip()
     linkage.write_needs_list(linkage.wheel_needs(wheel), needs_path, header)
     source = ZipWheel(wheel)
-    texts = {member: text for member in sorted(set(members)) if (text := source.text(member)) is not None}
+    texts = {}
+    for member, lines in sorted(keep.items()):
+        text = source.file_text(member)
+        if text is not None:
+            texts[member] = excerpt(text, lines)
     document = {
-        "about": f"Members of {wheel.name} (sha256 {digest}) as text. {provenance}".strip(),
+        "about": f"Lines of members of {wheel.name} (sha256 {digest}), by line number. {provenance}".strip(),
         "written_by": "python -m feedstock_tools bump VERSION --cut-fixtures DIR --wheels WHEELS",
         "texts": texts,
     }
