@@ -30,8 +30,8 @@ from feedstock_tools.maintainer import patch_hunks
 from feedstock_tools.maintainer.conda_pins import conda_forge_pins
 from feedstock_tools.maintainer.deps import DEPENDENCIES
 from feedstock_tools.maintainer.upstream_versions import normalise_name, parse_requirement
-from feedstock_tools.maintainer.version_compare import version_key
-from feedstock_tools.proofs import linkage, wheel_layout
+from feedstock_tools.maintainer.version_compare import satisfies, version_key
+from feedstock_tools.proofs import linkage, solve_channel, wheel_layout
 from feedstock_tools.release import recipe_edit, wheel_source
 from feedstock_tools.release.wheel_source import TARGETS, WheelSource
 
@@ -441,6 +441,31 @@ def _config_for(root: Path, subdir: str, cuda: str | None) -> Path | None:
     return min(configs)[1] if configs else None
 
 
+def solve_record_rows(meta: str) -> list[Row]:
+    """solve-check's records (solve_metadata.yaml) of the pytorch run requirements against the bumped specs:
+    a record no spec admits makes solve-check drop every build that requires it."""
+    records: dict[str, list[str]] = {}
+    for entry in solve_channel.load_metadata()["dependencies"]:
+        if isinstance(entry.get("version"), str):
+            records.setdefault(str(entry["name"]), []).append(entry["version"])
+    rows = []
+    for name, (spec, _) in recipe_edit.run_requirements(meta).items():
+        versions = records.get(name, [])
+        if spec and versions and not any(satisfies(version, spec) for version in versions):
+            rows.append(
+                Row(
+                    "solve-check record",
+                    name,
+                    ", ".join(versions),
+                    spec,
+                    PERSON,
+                    "add conda-forge's real record of a version the spec admits to "
+                    "feedstock_tools/proofs/solve_metadata.yaml (with its source)",
+                )
+            )
+    return rows
+
+
 def linkage_rows(root: Path, release: Release) -> list[Row]:
     """Each wheel's binaries staged by the table and checked against the bumped recipe (the needs lists)."""
     rows = []
@@ -750,6 +775,7 @@ def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning:
     )
     new_meta, requirement_rows = requirement_changes(release, new_meta)
     rows += requirement_rows
+    rows += solve_record_rows(new_meta)
     rows += staging_rows(release, previous)
     rows += patch_rows(root, release)
     snapshot = _snapshot(root)
