@@ -335,3 +335,30 @@ def test_a_wheel_of_another_platform_than_its_name_is_refused(
         archive.writestr(f"torch-{version}.dist-info/WHEEL", "Tag: cp312-cp312-manylinux_2_28_x86_64\n")
     err = _refused(capsys, scratch, [version, "--sha256", TEST_ONLY_SHA256, "--wheels", str(wheels)])
     assert f"not {target.platform_tag}" in err
+
+
+def test_a_failure_while_rendering_puts_every_file_back(
+    capsys: pytest.CaptureFixture[str], scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recipe is written before render-ci runs; a render that fails half-way leaves nothing behind."""
+
+    def render_half_way(root: Path, pinning: Path) -> list[str]:
+        (root / ".ci_support" / "half_written.yaml").write_text("python_min: ['3.99']\n")
+        next(iter(sorted((root / ".ci_support").glob("linux_64*.yaml")))).write_text("broken\n")
+        raise bump.ToolError("render-ci failed half-way (test double)")
+
+    monkeypatch.setattr(bump.ci_support, "write_files", render_half_way)
+    err = _refused(capsys, scratch, [release_version(), "--sha256", TEST_ONLY_SHA256, "--wheels", str(DATA)])
+    assert "render-ci failed half-way" in err
+
+
+def test_the_python_floor_edit_undoes_itself() -> None:
+    meta = (REPO_ROOT / "recipe/meta.yaml").read_text()
+    config = (REPO_ROOT / "recipe/conda_build_config.yaml").read_text()
+    raised_meta, raised_config = recipe_edit.set_python_floor(meta, config, "3.12")
+    assert recipe_edit.python_floor_skip(raised_meta) == "skip: true  # [py<312]"
+    assert raised_config.endswith('python_min:\n  - "3.12"\n')
+    assert recipe_edit.set_python_floor(raised_meta, raised_config, None) == (meta, config)
+    # raising it again replaces the first floor instead of adding a second
+    again = recipe_edit.set_python_floor(raised_meta, raised_config, "3.13")
+    assert again[1].count("python_min:") == 1 and again[0].count("skip: true  # [py<") == 1
