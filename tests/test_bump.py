@@ -362,3 +362,20 @@ def test_the_python_floor_edit_undoes_itself() -> None:
     # raising it again replaces the first floor instead of adding a second
     again = recipe_edit.set_python_floor(raised_meta, raised_config, "3.13")
     assert again[1].count("python_min:") == 1 and again[0].count("skip: true  # [py<") == 1
+
+
+def test_needs_rows_compare_the_needs_lists_of_both_versions(bumped: BumpRun) -> None:
+    current = recipe_edit.read_version((REPO_ROOT / "recipe/meta.yaml").read_text()).version
+    needs = {row[1]: row for row in rows(bumped.table, "needs")}
+    for target in wheel_source.TARGETS:
+        old = wheel_source.find_wheel([DATA], current, target)
+        new = bumped.release.wheels[target.subdir]
+        if old is None:
+            assert target.subdir not in needs
+            continue
+        old_needs, new_needs = bump.needed_libraries(old), bump.needed_libraries(new)
+        assert needs[target.subdir][2] == f"{len(old_needs)} libraries"
+        shown = needs[target.subdir][3]
+        assert shown.startswith(f"{len(new_needs)}: ")
+        assert all(f"+{name}" in shown for name in new_needs - old_needs)
+        assert all(f"-{name}" in shown for name in old_needs - new_needs)

@@ -341,9 +341,10 @@ def staging_rows(release: Release, previous: Release | None) -> list[Row]:
                     "staging",
                     f"{subdir}: new files",
                     "",
-                    f"{len(unclaimed)}: {_examples(unclaimed)}",
+                    f"{len(unclaimed)}: {_examples(unclaimed, 8)}",
                     PERSON,
-                    "add a rule for them to recipe/megabuild/package_files.py (package or drop, with why)",
+                    "add a rule for each to recipe/megabuild/package_files.py: Rule(tree, path, package or "
+                    "NOT_SHIPPED, why), or one glob that claims no other file",
                 )
             )
         if twice:
@@ -466,10 +467,30 @@ def solve_record_rows(meta: str) -> list[Row]:
     return rows
 
 
-def linkage_rows(root: Path, release: Release) -> list[Row]:
-    """Each wheel's binaries staged by the table and checked against the bumped recipe (the needs lists)."""
+def needed_libraries(source: WheelSource) -> set[str]:
+    return {library for needs in source.needs().values() for library in needs.needed}
+
+
+def linkage_rows(root: Path, release: Release, previous: Release | None) -> list[Row]:
+    """Each wheel's binaries staged by the table and checked against the bumped recipe (the needs lists),
+    after the libraries they need that the current version's binaries did not (or no longer)."""
     rows = []
     for subdir, source in release.wheels.items():
+        old = previous.wheels.get(subdir) if previous else None
+        if old is not None:
+            new_needs, old_needs = needed_libraries(source), needed_libraries(old)
+            added, gone = sorted(new_needs - old_needs), sorted(old_needs - new_needs)
+            change = ", ".join([*(f"+{n}" for n in added), *(f"-{n}" for n in gone)]) or "none"
+            rows.append(
+                Row(
+                    "needs",
+                    subdir,
+                    f"{len(old_needs)} libraries",
+                    f"{len(new_needs)}: {change}",
+                    SAME,
+                    "" if not added else "the linkage row says whether each resolves",
+                )
+            )
         cuda = _cuda_of(source)
         config = _config_for(root, subdir, cuda)
         if config is None:
@@ -797,7 +818,7 @@ def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning:
     )
     rows += bundled_rows(root, release)
     rows += cuda_rows(root, release)
-    rows += linkage_rows(root, release)
+    rows += linkage_rows(root, release, previous)
     return Bump(rows)
 
 
