@@ -126,7 +126,8 @@ def test_the_bump_sets_version_hash_build_and_python_floor(bumped: BumpRun) -> N
     original = (REPO_ROOT / "recipe/meta.yaml").read_text().splitlines()
     changed = [line for line in meta.splitlines() if line not in original]
     assert all(
-        re.search(r"set (version|sha256|build) =|skip: true|^        - \w", line) for line in changed
+        re.search(r"set (version|sha256|build) =|skip: true|^        - \w|^    \"pip\", ", line)
+        for line in changed
     ), changed
     assert bumped.status == 2  # rows that need a person (below)
     assert "need a person" in bumped.table.splitlines()[-1]
@@ -379,3 +380,16 @@ def test_needs_rows_compare_the_needs_lists_of_both_versions(bumped: BumpRun) ->
         assert shown.startswith(f"{len(new_needs)}: ")
         assert all(f"+{name}" in shown for name in new_needs - old_needs)
         assert all(f"-{name}" in shown for name in old_needs - new_needs)
+
+
+def test_the_build_backend_of_the_wheels_is_in_the_host(bumped: BumpRun) -> None:
+    generators = set()
+    for source in bumped.release.wheels.values():
+        member = bump.dist_info_member(source, "WHEEL")
+        generators |= set(re.findall(r"^Generator: (\S+) \(?([\d.]+)", source.text(member) or "", re.M))
+    tools = recipe_edit.python_host_tools((bumped.root / "recipe/meta.yaml").read_text())
+    if {name for name, _ in generators} == {bump.SKBUILD}:
+        lowest = min((version for _, version in generators), key=lambda v: tuple(map(int, v.split("."))))
+        assert f"{bump.SKBUILD} >={lowest}" in tools
+    else:
+        assert not any(tool.startswith(bump.SKBUILD) for tool in tools)

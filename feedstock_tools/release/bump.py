@@ -82,6 +82,11 @@ _WHEEL_PATHS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^(torch/csrc/.+\.(?:h|hpp))$"), r"torch/include/\1"),
     (re.compile(r"^(torch/(?!csrc/).+\.py)$"), r"\1"),
 )
+# The PEP 517 backend the driver builds with when a release's wheels name it in their WHEEL file
+# ("Generator: scikit-build-core 1.1.1" for 2.14.1 and 2.15.0, "setuptools (81.0.0)" for 2.13.0): the recipe
+# names it in the host, which is also how the rehearsal picks the stand-in (proofs/rehearsal/standins.py).
+SKBUILD = "scikit-build-core"
+_GENERATOR = re.compile(r"^Generator: (?P<name>[\w.-]+) \(?(?P<version>[\d.]+)\)?$", re.MULTILINE)
 # Files of the feedstock a bump may write (the recipe and what render-ci writes): kept to restore on failure.
 _WRITTEN = (
     "recipe/meta.yaml",
@@ -239,6 +244,51 @@ def _conda_name(pypi_name: str, recipe_names: list[str]) -> str | None:
         if dependency.python_name and normalise_name(dependency.python_name) == pypi_name:
             return dependency.conda_names[0]
     return None
+
+
+def backend_change(release: Release, meta: str) -> tuple[str, list[Row]]:
+    """The build backend of the release (its wheels' WHEEL Generator) in the recipe's host: scikit-build-core
+    at the lowest version any wheel names, or none for a setuptools release."""
+    generators: dict[str, set[str]] = {}
+    for source in release.wheels.values():
+        member = dist_info_member(source, "WHEEL")
+        match = _GENERATOR.search(source.text(member) or "") if member else None
+        if match:
+            generators.setdefault(match["name"], set()).add(match["version"])
+    if len(generators) != 1:
+        named = ", ".join(sorted(generators)) or "none"
+        return meta, [
+            Row(
+                "build backend",
+                "WHEEL Generator",
+                "",
+                named,
+                PERSON,
+                "the wheels disagree or name none: set the host's backend by hand",
+            )
+        ]
+    ((name, versions),) = generators.items()
+    tools = {tool.split()[0]: tool for tool in recipe_edit.python_host_tools(meta)}
+    old = tools.get(SKBUILD, "(no scikit-build-core)")
+    if name == SKBUILD:
+        spec = ">=" + min(versions, key=version_key)
+        new_meta = recipe_edit.set_python_host_tool(meta, SKBUILD, spec)
+        new = f"{SKBUILD} {spec}"
+    else:
+        new_meta = recipe_edit.set_python_host_tool(meta, SKBUILD, None)
+        new = "(no scikit-build-core)"
+    shown = ", ".join(f"{name} {v}" for v in sorted(versions, key=version_key))
+    row = Row(
+        "build backend",
+        "host (WHEEL Generator: " + shown + ")",
+        old,
+        new,
+        CHANGED if new_meta != meta else SAME,
+        "setuptools stays in the host until the tarball's pyproject.toml [build-system] says otherwise"
+        if new_meta != meta
+        else "",
+    )
+    return new_meta, [row]
 
 
 def requirement_changes(release: Release, meta: str) -> tuple[str, list[Row]]:
@@ -794,6 +844,8 @@ def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning:
             else SAME,
         )
     )
+    new_meta, backend_rows = backend_change(release, new_meta)
+    rows += backend_rows
     new_meta, requirement_rows = requirement_changes(release, new_meta)
     rows += requirement_rows
     rows += solve_record_rows(new_meta)

@@ -123,3 +123,28 @@ def set_run_requirement(meta: str, name: str, spec: str) -> str:
             block = "".join(lines)
             return meta[: match.start("run")] + block + meta[match.end("run") :]
     raise ToolError(f"{META}: {name} is not a run requirement of the pytorch output")
+
+
+# The host list of the Python build tools (pass 1's and every rebuilding output's host).
+_PYTHON_HOST = re.compile(
+    r"^\{% set python_host_unpinned = \[\n(?P<items>.*?)^\] %\}$", re.MULTILINE | re.DOTALL
+)
+
+
+def python_host_tools(meta: str) -> list[str]:
+    match = _PYTHON_HOST.search(meta)
+    if not match:
+        raise ToolError(f"{META}: no '{{% set python_host_unpinned = [' list: restore it")
+    return re.findall(r'"([^"]+)"', match["items"])
+
+
+def set_python_host_tool(meta: str, name: str, spec: str | None) -> str:
+    """Add (or replace) ``name spec`` in the Python build tools of the host, or remove it (``spec`` None)."""
+    match = _PYTHON_HOST.search(meta)
+    if not match:
+        raise ToolError(f"{META}: no '{{% set python_host_unpinned = [' list: restore it")
+    tools = [tool for tool in python_host_tools(meta) if tool.split()[0] != name]
+    if spec is not None:
+        tools.insert(1, f"{name} {spec}".strip())
+    items = "    " + ", ".join(f'"{tool}"' for tool in tools) + ",\n"
+    return meta[: match.start("items")] + items + meta[match.end("items") :]
