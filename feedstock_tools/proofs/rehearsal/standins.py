@@ -14,6 +14,7 @@ scikit-build-core builds a scikit-build-core source tree (2.14 and later), any o
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -51,9 +52,9 @@ class Standin:
             base = (root / data["base"]).resolve()
             omit = frozenset(data.get("omit", ()))
         except (ValueError, KeyError, TypeError) as exc:
-            raise ToolError(f"{manifest}: not an overlay manifest ({exc}): it needs \"base\" and \"omit\"")
+            raise ToolError(f'{manifest}: not an overlay manifest ({exc}): it needs "base" and "omit"')
         if not base.is_dir():
-            raise ToolError(f"{manifest}: base {base} is not a directory: point \"base\" at a stand-in")
+            raise ToolError(f'{manifest}: base {base} is not a directory: point "base" at a stand-in')
         return cls(root, base, omit)
 
     @property
@@ -61,7 +62,9 @@ class Standin:
         """Where the shared sources are (third_party/magma among them)."""
         return self.base or self.root
 
-    def copy_to(self, destination: Path, ignore: Callable[[str, list[str]], Iterable[str]] | None = None) -> None:
+    def copy_to(
+        self, destination: Path, ignore: Callable[[str, list[str]], Iterable[str]] | None = None
+    ) -> None:
         """The stand-in's source tree at ``destination`` (which must not exist): the base without the
         omitted files, then the overlay's own files over it (the manifest itself left out)."""
         if self.base is None:
@@ -104,3 +107,30 @@ def resolve(choice: str | Path | None, host_names: Iterable[str]) -> Path:
             f"--standin {choice}: neither {' nor '.join(STANDINS)} nor a directory; give one of those names"
         )
     return path
+
+
+def build_requirements(standin: Standin) -> tuple[str, ...]:
+    """``[build-system] requires`` of the stand-in's pyproject.toml (the overlay's when it has one)."""
+    pyproject = standin.root / "pyproject.toml"
+    if not pyproject.is_file():
+        pyproject = standin.sources / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the one list, written on one line in both stand-ins
+        match = re.search(r"^requires\s*=\s*(\[.*\])\s*$", text, re.MULTILINE)
+        if match is None:
+            raise ToolError(f"{pyproject}: no one-line [build-system] requires list") from None
+        return tuple(json.loads(match.group(1)))
+    return tuple(tomllib.loads(text).get("build-system", {}).get("requires", ()))
+
+
+def with_backend_requirements(pip_requirements: tuple[str, ...], standin: Standin) -> tuple[str, ...]:
+    """``pip_requirements`` plus the stand-in's build requirements whose project the list does not name."""
+    named = {_project(spec) for spec in pip_requirements}
+    extra = [spec for spec in build_requirements(standin) if _project(spec) not in named]
+    return tuple(sorted((*pip_requirements, *extra)))
+
+
+def _project(spec: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].lower().replace("_", "-")
