@@ -92,7 +92,7 @@ class PassContext:
     cleanup: ExitStack
     # the package a pass assembled beside PREFIX: run() writes the report, then moves it in
     pending_stage: PreparedStage | None = None
-    # the shape of the source tree (megabuild/pep517.py): setup.py, or scikit-build-core (megabuild/skbuild.py)
+    # the shape of the source tree (megabuild/pep517.py): setup.py, or scikit-build-core (skbuild.py)
     source: pep517.SourceKind = pep517.SETUPTOOLS
 
     @property

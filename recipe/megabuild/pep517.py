@@ -55,7 +55,9 @@ def _build_backend(pyproject: Path) -> str | None:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise MegabuildError(f"{pyproject}: not valid TOML ({exc}): fix the source tree's pyproject.toml")
+        raise MegabuildError(
+            f"{pyproject}: not valid TOML ({exc}): fix the source tree's pyproject.toml"
+        ) from None
     backend = data.get("build-system", {}).get("build-backend")
     return backend if isinstance(backend, str) else None
 

@@ -34,7 +34,7 @@ from megabuild import passes
 from megabuild.cmake_cache import CMakeCache
 from megabuild.errors import MegabuildError
 from megabuild.log import say, step, warn
-from megabuild.package_files import LIBTORCH_CUDA_LINALG, PYTORCH
+from megabuild.package_files import PYTORCH
 from megabuild.python_target import check_retarget_kept, probe, python_linked_targets
 from megabuild.staging import require_extension_module
 
@@ -182,7 +182,8 @@ def _check_backend_changes(ctx: passes.PassContext, name: str, before: CMakeCach
     retyped = [c.key for c in changes if c.old == c.new]
     if retyped:
         say(
-            f"scikit-build-core's -D arguments retyped {len(retyped)} cache entries, values kept: {', '.join(retyped)}"
+            f"scikit-build-core's -D arguments retyped {len(retyped)} cache entries, values kept: "
+            + ", ".join(retyped)
         )
     if not changed:
         return

@@ -52,7 +52,9 @@ class Standin:
             base = (root / data["base"]).resolve()
             omit = frozenset(data.get("omit", ()))
         except (ValueError, KeyError, TypeError) as exc:
-            raise ToolError(f'{manifest}: not an overlay manifest ({exc}): it needs "base" and "omit"')
+            raise ToolError(
+                f'{manifest}: not an overlay manifest ({exc}): it needs "base" and "omit"'
+            ) from None
         if not base.is_dir():
             raise ToolError(f'{manifest}: base {base} is not a directory: point "base" at a stand-in')
         return cls(root, base, omit)
