@@ -174,17 +174,9 @@ def pass_pytorch(ctx: passes.PassContext) -> passes.report.PassRecord:
 def _check_backend_changes(ctx: passes.PassContext, name: str, before: CMakeCache, after: CMakeCache) -> None:
     """Cache entries scikit-build-core changed beyond those it owns: each could recompile or relink a
     non-Python target (CMAKE_BUILD_TYPE, a flag, a path a library is found by), so STRICT stops the pass."""
-    changes = after.changes_from(before)
-    # conda's CMAKE_ARGS reach CMake again on every run as untyped -D (scikit-build-core appends $CMAKE_ARGS),
-    # which turns an entry's type to UNINITIALIZED and keeps its value (measured, CMake 3.25): the build
-    # reads values only, so a type alone is no change
-    changed = [c for c in changes if c.old != c.new and not _backend_owned(c.key)]
-    retyped = [c.key for c in changes if c.old == c.new]
-    if retyped:
-        say(
-            f"scikit-build-core's -D arguments retyped {len(retyped)} cache entries, values kept: "
-            + ", ".join(retyped)
-        )
+    # values only: an untyped -D turns an entry's type to UNINITIALIZED and keeps its value (measured with
+    # CMake 3.25 when $CMAKE_ARGS reached a later run), and the build reads values only
+    changed = [c for c in after.changes_from(before) if c.old != c.new and not _backend_owned(c.key)]
     if not changed:
         return
     message = (
@@ -248,6 +240,12 @@ def _build_wheel(ctx: passes.PassContext, python: Path, what: str, label: str) -
     dist = wheel_dir / "dist"
     dist.mkdir(parents=True)
     env = dict(ctx.env)
+    if label != PASS1_WHEEL:
+        # scikit-build-core appends $CMAKE_ARGS to every configure it runs; setup.py passed it to the first
+        # configure only, and the driver's CMAKE_ARGS carry first-configure settings (environment.py:
+        # USE_MAGMA=OFF would undo the MAGMA pass's edit, measured: USE_MAGMA ON -> OFF in the next pytorch
+        # pass). Pass 1's -D values are in the cache; later runs get none, as with setup.py.
+        env["CMAKE_ARGS"] = ""
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(backend), env.get("PYTHONPATH", "")) if p)
     command = [str(python), "-c", _BUILD_WHEEL, str(dist), json.dumps(config_settings(ctx))]
     passes._run_command(ctx, what, command, env)
