@@ -30,7 +30,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from megabuild import passes
+from megabuild import passes, windows
 from megabuild.cmake_cache import CMakeCache
 from megabuild.errors import MegabuildError
 from megabuild.log import say, step, warn
@@ -216,6 +216,10 @@ def config_settings(ctx: passes.PassContext) -> dict[str, object]:
     passes would change the cache, see _check_backend_changes)."""
     settings: dict[str, object] = {
         "build-dir": str(ctx.build.build_dir),
+        # scikit-build-core owns the build type and drops -DCMAKE_BUILD_TYPE from $CMAKE_ARGS ("Unsupported
+        # CMAKE_ARGS ignored", measured with 1.1.1): the driver's choice (DEBUG=1, REL_WITH_DEB_INFO=1) goes
+        # here instead
+        "cmake.build-type": _cmake_args_build_type(ctx.env.get("CMAKE_ARGS", ""), ctx.build.windows),
         # the driver's MAX_JOBS (ninja otherwise runs one job per core plus two)
         "build.tool-args": [f"-j{ctx.env['MAX_JOBS']}"],
         "logging.level": "INFO",
@@ -223,6 +227,20 @@ def config_settings(ctx: passes.PassContext) -> dict[str, object]:
     if ctx.options.verbose:
         settings["build.verbose"] = "true"
     return settings
+
+
+def _cmake_args_build_type(cmake_args: str, on_windows: bool) -> str:
+    """The build type environment.py writes into CMAKE_ARGS (the last one, as CMake reads them)."""
+    found = [
+        w.split("=", 1)[1]
+        for w in windows.split_cmake_args(cmake_args, on_windows)
+        if w.startswith(("-DCMAKE_BUILD_TYPE=", "-DCMAKE_BUILD_TYPE:STRING="))
+    ]
+    if not found:
+        raise MegabuildError(
+            "CMAKE_ARGS names no -DCMAKE_BUILD_TYPE: megabuild/environment.py always writes one"
+        )
+    return found[-1]
 
 
 def _build_wheel(ctx: passes.PassContext, python: Path, what: str, label: str) -> Path:
