@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -31,11 +32,17 @@ import zipfile
 from pathlib import Path
 
 from megabuild import passes, windows
-from megabuild.cmake_cache import CMakeCache
+from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.errors import MegabuildError
 from megabuild.log import say, step, warn
 from megabuild.package_files import PYTORCH
-from megabuild.python_target import check_retarget_kept, probe, python_linked_targets
+from megabuild.python_target import (
+    check_retarget_kept,
+    facts_from_cache,
+    names_old_python,
+    probe,
+    python_linked_targets,
+)
 from megabuild.staging import require_extension_module
 
 BACKEND_DIR = "megabuild-backend"  # below build/: the one scikit-build-core every pass runs
@@ -60,6 +67,10 @@ BACKEND_OWNED_PREFIXES = (
     "FIND_PACKAGE_MESSAGE_DETAILS_Python",
 )
 BACKEND_OWNED = ("CMAKE_INSTALL_PREFIX",)
+INIT_CACHE = "CMakeInit.txt"  # scikit-build-core's -C file in the build directory, rewritten every run
+_INIT_ENTRY = re.compile(r"^set\((\S+) ", re.MULTILINE)
+# the interpreter hints the typed retarget sets to the target's (python_target.retarget), kept for it
+RETARGETED_HINTS = frozenset({"Python_EXECUTABLE", "Python_NumPy_INCLUDE_DIR"})
 _BUILD_WHEEL = (
     "import json, sys\n"
     "from scikit_build_core.build import build_wheel\n"
@@ -142,23 +153,25 @@ def pass_pytorch(ctx: passes.PassContext) -> passes.report.PassRecord:
     before = passes._log_snapshot(ctx)
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
+    left = CMakeCache.load(
+        ctx.cache_path
+    )  # as the last pass left it: what scikit-build-core's run is held to
+    old = passes._retargeted_from(ctx, cache) or facts_from_cache(cache)
     passes._check_magma_present(cache)
+    dropped = _drop_backend_entries(ctx, cache)
     changes = passes._retarget(ctx, cache, target)
     passes._check_reconfigure_inputs(ctx, state)
-    passes._write_cache(ctx, cache, changes, target)
-    passes._repair_generated_files(ctx)
-    passes._reconfigure_if_stale(ctx)
-    retargeted = CMakeCache.load(ctx.cache_path)
+    passes._write_cache(ctx, cache, dropped + changes, target)
+    # no reconfigure of the driver's own (passes._reconfigure_if_stale): scikit-build-core's configure comes
+    # first in its run anyway
     name = f"4 pytorch (py{target.short})"
     wheel = _build_wheel(ctx, python, f"pytorch build for Python {target.short}", f"py{target.nodot}")
     after = CMakeCache.load(ctx.cache_path)
-    _check_backend_changes(ctx, name, retargeted, after)
+    ours = {c.key for c in changes} | {c.key for c in dropped if c.old and names_old_python(c.old, old)}
+    _check_backend_changes(ctx, name, left, after, ours)
     work = passes._work_since(ctx, before)
     check_retarget_kept(after, target, state["guarded_options"])
-    # the interpreter hints scikit-build-core FORCE-sets from the running interpreter on every run win over
-    # the retarget's spelling substitution (e.g. Python_ROOT_DIR = sys.base_exec_prefix, which in conda is
-    # $PREFIX and names no version, but outside conda may carry a patch version the substitution cannot know)
-    passes._check_kept(after, [change for change in changes if not _backend_owned(change.key)])
+    passes._check_kept(after, changes)
     platlib, metadata = wheel / "platlib", wheel / "metadata"
     require_extension_module(platlib, target.ext_suffix, target.short, platlib / TORCH_DIR_IN_WHEEL)
     trees = ctx.trees(platlib / TORCH_DIR_IN_WHEEL, setuptools=platlib, metadata=metadata)
@@ -167,16 +180,46 @@ def pass_pytorch(ctx: passes.PassContext) -> passes.report.PassRecord:
     staged = passes._stage(ctx, PYTORCH, trees)
     return passes._record(
         name=name, package=PYTORCH, started=started, work=work, expected=expected,
-        unexpected=unexpected, changes=changes, staged=staged,
+        unexpected=unexpected, changes=dropped + changes, staged=staged,
     )  # fmt: skip
 
 
-def _check_backend_changes(ctx: passes.PassContext, name: str, before: CMakeCache, after: CMakeCache) -> None:
-    """Cache entries scikit-build-core changed beyond those it owns: each could recompile or relink a
-    non-Python target (CMAKE_BUILD_TYPE, a flag, a path a library is found by), so STRICT stops the pass."""
+def _drop_backend_entries(ctx: passes.PassContext, cache: CMakeCache) -> list[CacheChange]:
+    """Remove the entries scikit-build-core FORCE-sets from the interpreter it runs under on every run (the
+    keys of its last ``build/CMakeInit.txt``: ``PYTHON_LIBRARY``, ``Python_ROOT_DIR``, ``SKBUILD_SOABI``,
+    ``CMAKE_PREFIX_PATH`` with its site-packages, ...), but for the two the typed retarget sets itself: its
+    next configure writes them for ``${PYTHON}`` before the project runs (``-C``), so retargeting them here
+    would only guess at values it is about to write (the Windows retarget refuses entries it does not know,
+    and a pyenv root's patch version is not in the cache)."""
+    init = ctx.build.build_dir / INIT_CACHE
+    if not init.is_file():
+        raise MegabuildError(
+            f"no {init}: pass 1 ran scikit-build-core, which writes it; rebuild from pass 1 (libtorch-split)"
+        )
+    keys = {match.group(1) for match in _INIT_ENTRY.finditer(init.read_text(encoding="utf-8"))}
+    dropped: list[CacheChange] = []
+    for key in sorted(keys - RETARGETED_HINTS):
+        dropped += cache.remove(key)
+    return dropped
+
+
+def _check_backend_changes(
+    ctx: passes.PassContext,
+    name: str,
+    before: CMakeCache,
+    after: CMakeCache,
+    retargeted: frozenset[str] | set[str] = frozenset(),
+) -> None:
+    """Cache entries changed from ``before`` (as the last pass left the cache) that neither scikit-build-core
+    owns nor the retarget changed (``retargeted``): each could recompile or relink a non-Python target
+    (CMAKE_BUILD_TYPE, a flag, a path a library is found by), so STRICT stops the pass."""
     # values only: an untyped -D turns an entry's type to UNINITIALIZED and keeps its value (measured with
     # CMake 3.25 when $CMAKE_ARGS reached a later run), and the build reads values only
-    changed = [c for c in after.changes_from(before) if c.old != c.new and not _backend_owned(c.key)]
+    changed = [
+        c
+        for c in after.changes_from(before)
+        if c.old != c.new and not _backend_owned(c.key) and c.key not in retargeted
+    ]
     if not changed:
         return
     message = (
