@@ -12,6 +12,7 @@ from megabuild import passes, pep517, skbuild
 from megabuild.cmake_cache import CMakeCache
 from megabuild.errors import MegabuildError
 
+from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import standins
 
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11: what the 3.10 reader is held against
@@ -123,3 +124,21 @@ def test_any_other_change_fails_a_strict_pass(tmp_path: Path, key: str, capsys):
         skbuild._check_backend_changes(_context(strict=True), "4 pytorch", before_cache, after_cache)
     skbuild._check_backend_changes(_context(strict=False), "4 pytorch", before_cache, after_cache)
     assert key in capsys.readouterr().out  # without STRICT: a warning
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        (["python", "numpy", "setuptools"], standins.SETUPTOOLS),
+        (["python", "scikit-build-core >=1"], standins.SKBUILD),
+    ],
+)
+def test_the_rehearsal_picks_the_stand_in_the_recipes_host_calls_for(host: list[str], expected: str):
+    names = [spec.split()[0] for spec in host]
+    assert standins.resolve(None, names) == standins.STANDINS[expected]
+    assert standins.resolve(expected, []) == standins.STANDINS[expected]  # --standin NAME wins
+
+
+def test_an_unknown_stand_in_is_one_line(tmp_path: Path):
+    with pytest.raises(ToolError, match=r"^--standin nope: neither setuptools nor skbuild nor a directory"):
+        standins.resolve("nope", [])
