@@ -24,6 +24,7 @@ from megabuild.conda_env import CondaBuild
 from megabuild.environment import settings, upstream_environment
 from megabuild.errors import MegabuildError
 from megabuild.passes import _pass1_cache_problems
+from recipe_matrix import RECIPE_VERSION
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 WINE = shutil.which("wine") or shutil.which("wine64") or "/usr/lib/wine/wine64"
@@ -38,7 +39,7 @@ def windows_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str,
     """What conda-build 26.x exports to bld.bat on win-64 (environ.py windows_vars, python_vars)."""
     env = {
         "PKG_NAME": pkg_name,
-        "PKG_VERSION": "2.13.0",
+        "PKG_VERSION": RECIPE_VERSION,
         "PREFIX": "C:\\b\\h_env",
         "LIBRARY_PREFIX": "C:\\b\\h_env\\Library",
         "BUILD_PREFIX": "C:\\b\\_build_env",

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from recipe_matrix import RECIPE_VERSION
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.errors import ToolError
@@ -53,7 +54,7 @@ def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
 
 def _step(name: str, python: str, magma: str = "") -> Step:
     variant = {"magma_variant": magma} if magma else {}
-    return Step(name, "2.13.0", 0, "", variant, True, python)
+    return Step(name, RECIPE_VERSION, 0, "", variant, True, python)
 
 
 def test_reversed_variants_keeps_output_names_in_place() -> None:

@@ -112,8 +112,9 @@ def renumber(delta: int) -> Callable[[Record], None]:
 
 def add_osx_pytorch_gpu(channel: Channel) -> Channel:
     wrong = copy.deepcopy(channel)
+    version = next(r["version"] for r in channel.all_records() if r["name"] == "pytorch")  # the recipe's
     wrong.add(
-        {"name": "pytorch-gpu", "version": "2.13.0", "build": "cpu_generic_h0_0", "build_number": 0,
+        {"name": "pytorch-gpu", "version": version, "build": "cpu_generic_h0_0", "build_number": 0,
          "subdir": "osx-arm64", "depends": [], "constrains": []}
     )  # fmt: skip
     return wrong

@@ -3,7 +3,10 @@
 Fails with one line per finding when
 
 * a file in ``recipe/patches/`` is not listed in ``meta.yaml``, a listed patch is missing, or a patch lacks
-  its ``git format-patch`` header saying why it exists and its upstream status;
+  its ``git format-patch`` header with ``Why:``, ``Upstream status:`` and ``Context verified against:``;
+* a hunk of a listed patch conflicts with the upstream text the project holds, alone or after the earlier
+  patches of a configuration's series (:mod:`feedstock_tools.maintainer.patch_check` prints one table row per
+  hunk: applies / conflicts / unknown text; docs/patches.md);
 * an output's host requirements drift from the top-level build's (the megabuild passes re-run CMake in
   pass 1's cache, so they must see the same dependencies);
 * an output has no test;
@@ -23,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,12 +42,15 @@ from feedstock_tools.conda.recipe_render import (
     render_recipe,
 )
 from feedstock_tools.conda.selectors import python_selector_number
+from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
 CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
 LINALG = "libtorch-cuda-linalg"
 PYTORCH = "pytorch"
 PATCH_SUFFIXES = (".patch", ".diff")
+# The paragraphs a patch's commit message must start (docs/patches.md says what each holds).
+PATCH_HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
 
 @dataclass(frozen=True)
@@ -98,12 +104,10 @@ def patch_header_problem(text: str) -> str | None:
     header = lines[:separator]
     if not any(line.startswith("Subject:") for line in header):
         return "no Subject: line"
-    blank = next((i for i, line in enumerate(header) if not line.strip()), None)
-    body = [line for line in header[blank + 1 :] if line.strip()] if blank is not None else []
-    if not body:
-        return "commit message has no body saying why the patch exists"
-    if not any("upstream" in line.lower() for line in header):
-        return "commit message does not state the upstream status"
+    missing = [field for field in PATCH_HEADER_FIELDS if not any(line.startswith(field) for line in header)]
+    if missing:
+        fields = " / ".join(repr(field) for field in missing)
+        return f"commit message has no {fields} paragraph (docs/patches.md)"
     return None
 
 
@@ -295,7 +299,24 @@ def _expected_configs(root: Path, pinning: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def run_checks(root: Path, pinning: Path) -> list[Finding]:
+def check_patch_hunks(
+    recipe_dir: Path, version: str, series: Mapping[str, tuple[str, ...]]
+) -> tuple[PatchReport, list[Finding]]:
+    """Every listed patch's hunks against the pre-image text of ``version``: conflicts are findings."""
+    report = check_patch_series(recipe_dir, version, series, recipe_dir.parent / "tests" / "patch_fixtures")
+    findings = [Finding("patch-format", f"recipe/{patch}", why) for patch, why in report.unreadable]
+    findings += [
+        Finding("patch-conflict", f"recipe/{row.patch}", f"{row.hunk}: {row.detail}")
+        for row in report.rows
+        if row.verdict.value == "conflicts"
+    ]
+    return report, findings
+
+
+def run_checks(
+    root: Path, pinning: Path, on_patch_report: Callable[[PatchReport], None] | None = None
+) -> list[Finding]:
+    """Every rule's findings; ``on_patch_report`` receives the patch hunk table (``check`` prints it)."""
     recipe_dir = root / "recipe"
     if not (recipe_dir / "meta.yaml").is_file():
         raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
@@ -307,6 +328,8 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
         return [*findings, Finding("render", ".ci_support", str(exc))]
     scripted: set[str] = set()
     bases: dict[int, list[str]] = {}
+    series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies
+    versions: set[str] = set()
     for name, data in configs.items():
         try:
             rendered = render_recipe(recipe_dir, data)
@@ -314,6 +337,9 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
             findings.append(Finding("render", name, str(exc)))
             continue
         scripted |= {output.name for output in rendered.outputs if output.script}
+        if rendered.top_level is not None:
+            series[name] = tuple(str(p) for p in rendered.top_level.source.get("patches") or [])
+            versions.add(rendered.top_level.version)
         findings += check_tests(name, rendered)
         findings += check_host(name, rendered)
         base = top_level_base(data, rendered)
@@ -331,7 +357,18 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
         )
     if scripted:
         findings += check_staging(scripted)
+    if len(versions) == 1:
+        report, patch_findings = check_patch_hunks(recipe_dir, versions.pop(), series)
+        findings += patch_findings
+        if on_patch_report is not None:
+            on_patch_report(report)
     return _dedupe(findings)
+
+
+def print_patch_report(report: PatchReport) -> None:
+    for line in report.table():
+        print(line)
+    print(report.summary())
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
@@ -339,7 +376,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def run(args: argparse.Namespace) -> int:
-    findings = run_checks(args.root, locate_pinning(args.pinning))
+    findings = run_checks(args.root, locate_pinning(args.pinning), None if args.json else print_patch_report)
     if args.json:
         print(json.dumps([asdict(finding) for finding in findings], indent=2))
     else:
@@ -356,7 +393,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Render every configuration a rerender would produce and check the recipe's rules: every "
             "patch in recipe/patches is listed in meta.yaml, exists and has a git format-patch header "
-            "with why and upstream status; scripted outputs keep the top-level host requirements; every "
+            "with Why:, Upstream status: and Context verified against:; every hunk of every listed patch "
+            "applies to the upstream text in tests/patch_fixtures, alone and in each configuration's "
+            "series (a table: applies / conflicts / unknown text; docs/patches.md); scripted outputs keep "
+            "the top-level host requirements; every "
             "output has a test; build numbers follow CUDA +200 + version digits, MKL +100, MAGMA +50 and "
             "build strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
             ".ci_support is what the CI generator writes; the staging table and the outputs agree. "

@@ -259,10 +259,7 @@ def _why_not(hunk: Hunk, file: FileText, start: int, old: list[str]) -> Judgemen
 
 def judge_patch(patch: str | Iterable[FileDiff], evidence: Mapping[str, FileText]) -> list[Judgement]:
     """Every hunk of a patch (its text, or its parsed diffs) judged against ``evidence`` (path -> text)."""
-    diffs = parse_patch(patch) if isinstance(patch, str) else patch
-    return [
-        judge_hunk(hunk, evidence.get(diff.old_path or diff.path)) for diff in diffs for hunk in diff.hunks
-    ]
+    return apply_patch(patch, evidence)[0]
 
 
 def _short(line: str, width: int = 60) -> str:
@@ -278,3 +275,48 @@ def _ranges(numbers: list[int]) -> str:
         else:
             runs.append([number])
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
+
+
+def apply_hunks(file: FileText | None, judgements: Iterable[Judgement]) -> FileText | None:
+    """The file's text after the hunks of one file diff, judged against ``file``: hunks that apply go in at
+    their line; unknown ones at the line their header names (what git needs the real text to hold there);
+    conflicting ones are left out. The hunks' old lines refer to ``file``, so they go in from the bottom up.
+    """
+    placed: list[tuple[int, Hunk]] = []
+    for judgement in judgements:
+        hunk = judgement.hunk
+        if hunk.creates_file:
+            return FileText.of_text("".join(line + "\n" for line in hunk.new_lines))
+        if judgement.verdict is Verdict.CONFLICTS:
+            continue
+        at = judgement.line if judgement.line is not None else hunk.old_start
+        placed.append((at + 1 if not hunk.old_lines else at, hunk))
+    if file is None:
+        return None
+    lines = dict(file.lines)
+    for at, hunk in sorted(placed, key=lambda item: item[0], reverse=True):
+        old, new = len(hunk.old_lines), hunk.new_lines
+        kept = {n: text for n, text in lines.items() if n < at}
+        kept.update({n + len(new) - old: text for n, text in lines.items() if n >= at + old})
+        kept.update({at + i: text for i, text in enumerate(new)})
+        lines = kept
+    return FileText(lines, file.whole)
+
+
+def apply_patch(
+    patch: str | Iterable[FileDiff], evidence: Mapping[str, FileText]
+) -> tuple[list[Judgement], dict[str, FileText]]:
+    """Judge every hunk against ``evidence`` and return the judgements with the evidence as it reads after
+    the patch (see :func:`apply_hunks`), for judging the next patch of a series against it."""
+    diffs = parse_patch(patch) if isinstance(patch, str) else list(patch)
+    after = dict(evidence)
+    judgements: list[Judgement] = []
+    for diff in diffs:
+        before = evidence.get(diff.old_path or diff.path)
+        judged = [judge_hunk(hunk, before) for hunk in diff.hunks]
+        judgements += judged
+        text = apply_hunks(before, judged)
+        after.pop(diff.old_path or diff.path, None)
+        if text is not None and diff.new_path is not None:
+            after[diff.new_path] = text
+    return judgements, after
