@@ -402,7 +402,8 @@ def test_the_build_backend_of_the_wheels_is_in_the_host(bumped: BumpRun) -> None
 # linux-64 with CUDA and MAGMA, linux-aarch64 cross-compiled with CUDA, osx-arm64. win-64 is left out: there
 # the 2.15-shaped stand-in's pytorch packages fail the linkage check ("_C.cp311-win_amd64.pyd need(s)
 # torch_python.dll: no package provides it", rehearse win_64_cuda_compiler_versionNone on the bumped copy,
-# 2026-11-26): the scikit-build-core driver's Windows staging is not done yet (branch i28-driver).
+# 2026-11-26), as the unbumped recipe does with --standin skbuild: the scikit-build-core driver's Windows
+# staging is not done yet (branch i28-driver), nothing the bump changes.
 REHEARSED = {
     "linux-64": "linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml",
     "linux-aarch64": "linux_aarch64_arm_variant_typesbsa*cuda_compiler_version13.0*.yaml",
