@@ -995,7 +995,9 @@ def _main(args: argparse.Namespace) -> int:
             print(f"wrote {path} ({path.stat().st_size} bytes)")
         return 0
     if not args.sha256:
-        raise ToolError("--sha256 is required: give sha256sum of the release tarball pytorch-vVERSION.tar.gz")
+        raise ToolError(
+            f"--sha256 is required: give sha256sum of the release tarball pytorch-v{args.version}.tar.gz"
+        )
     result = bump(args.root, args.version, args.sha256, directories, locate_pinning(args.pinning))
     print(format_table(result.rows))
     people = sum(row.status == PERSON for row in result.rows)
