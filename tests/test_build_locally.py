@@ -111,14 +111,23 @@ def feedstock(tmp_path: Path) -> Feedstock:
         "ci/__init__.py",
         "ci/ci_files.py",
         "common/__init__.py",
+        "common/closed_pipe.py",
         "common/config_selector.py",
         "common/errors.py",
+        "common/inputs.py",
         "common/interruption.py",
         "common/recipe_imports.py",
         "common/run_lock.py",
+        "conda/__init__.py",
+        "conda/recipe_files.py",
+        "conda/selectors.py",
     ):
         (root / "feedstock_tools" / module).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / "feedstock_tools" / module, root / "feedstock_tools" / module)
+    # the recipe's files, which build-locally.py checks before it starts a build (conda/recipe_files.py)
+    for name in ("meta.yaml", "conda_build_config.yaml"):
+        (root / "recipe").mkdir(exist_ok=True)
+        shutil.copy2(REPO / "recipe" / name, root / "recipe" / name)
     # the build driver's signal discipline, which build-locally.py shares
     shutil.copytree(REPO / "recipe" / "megabuild", root / "recipe" / "megabuild")
     bin_dir = tmp_path / "bin"

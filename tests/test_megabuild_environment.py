@@ -248,3 +248,40 @@ def test_cuda_builds_name_the_split_toolkit_in_cache_variables() -> None:
     assert "-DCUDAToolkit_TARGET_DIR=/p/targets/sbsa-linux" in arm
     cpu = environment_for(conda_environ(cuda_compiler_version="None"))["CMAKE_ARGS"]
     assert "CUDAToolkit" not in cpu
+
+
+# ---- issue 30: settings held against conda-forge's 2.13.0 build.sh -----------------------------------------
+
+
+def test_linux_links_without_an_executable_stack_and_keeps_inline_symbols_visible() -> None:
+    env = environment_for(conda_environ(CFLAGS="-fvisibility-inlines-hidden -O2"))
+    assert env["LDFLAGS"].split()[-1] == "-Wl,-z,noexecstack"
+    assert "-fvisibility-inlines-hidden" not in env["CXXFLAGS"] + env["CFLAGS"]
+    gcc = "-Wno-deprecated-declarations -Wno-error=maybe-uninitialized"
+    assert env["CFLAGS"] == f"-O2 {gcc}"
+    assert env["CXXFLAGS"].endswith(f"-fdebug-prefix-map=/p=/usr/local/src/conda-prefix -w {gcc}")
+    assert env["USE_ITT"] == "OFF"
+
+
+@pytest.mark.parametrize(
+    ("target", "six"), [("linux-64", True), ("linux-aarch64", False), ("osx-64", True), ("osx-arm64", False)]
+)
+def test_nnpack_never_downloads_six_where_it_would(target: str, six: bool) -> None:
+    env = environment_for(conda_environ(target_platform=target, cuda_compiler_version="None"))
+    assert ("-DPYTHON_SIX_SOURCE_DIR=" in shlex.split(env["CMAKE_ARGS"])) == six
+    assert "noexecstack" in env["LDFLAGS"] or target.startswith("osx")
+
+
+def test_cuda_toolkit_root_dir_is_the_host_prefix_for_cupti() -> None:
+    args = shlex.split(environment_for(conda_environ())["CMAKE_ARGS"])
+    assert "-DCUDA_TOOLKIT_ROOT_DIR=/p" in args
+    cpu = shlex.split(environment_for(conda_environ(cuda_compiler_version="None"))["CMAKE_ARGS"])
+    assert not [a for a in cpu if a.startswith("-DCUDA")]
+
+
+@pytest.mark.parametrize("target", ["osx-arm64", "osx-64"])
+def test_macos_builds_use_eight_of_the_runners_twelve_cpus_as_conda_forge(target: str) -> None:
+    env = conda_environ(target_platform=target, cuda_compiler_version="None", CPU_COUNT="12")
+    assert environment_for(env)["MAX_JOBS"] == "8"
+    assert environment_for({**env, "CPU_COUNT": "3"})["MAX_JOBS"] == "3"
+    assert environment_for({**env, "MAX_JOBS": "12"})["MAX_JOBS"] == "12"

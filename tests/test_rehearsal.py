@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from megabuild import activation
 from recipe_matrix import RECIPE_VERSION
+from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, report
@@ -57,6 +58,7 @@ def _rehearse(config: Path, work_root: Path, *, alternative: bool = False) -> Re
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MEGABUILD_STRICT", "1")
         rehearsal.run()
+    assert_rehearsal_succeeded(rehearsal)  # every test below stands on a rehearsal `rehearse` passes
     return rehearsal
 
 
@@ -269,7 +271,7 @@ def test_no_step_changes_what_its_host_prefix_held(rehearsal: Rehearsal) -> None
 
 def test_every_package_loads_only_what_it_may_rely_on(rehearsal: Rehearsal) -> None:
     """The linkage check of each built package with the packages it depends on (what `rehearse` prints)."""
-    checks = report.linkage_checks(rehearsal)
+    checks = concluded(rehearsal).linkage_checks
     packaged = [r.step.label for r in rehearsal.results if r.ok and r.package_dir is not None and r.new_files]
     assert [check.label for check in checks] == packaged
     assert [check.errors for check in checks if not check.ok] == []
@@ -301,7 +303,7 @@ def test_links_in_packages_stay_inside_the_prefix(rehearsal: Rehearsal) -> None:
 
 
 def test_import_torch_in_a_prefix_made_from_the_packages(rehearsal: Rehearsal) -> None:
-    checks = report.import_checks(rehearsal)
+    checks = concluded(rehearsal).import_checks
     pythons = sorted({r.step.python for r in rehearsal.results if r.step.name == "pytorch"})
     assert pythons, "no pytorch package was built"
     assert all(check.ok for check in checks), [check for check in checks if not check.ok]

@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.ci import ci_support
-from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import (
     RenderedOutput,
     RenderedRecipe,
@@ -266,6 +267,8 @@ def check_ci_support(root: Path, pinning: Path) -> list[Finding]:
         return [
             Finding("ci-support", line.split(": ", 1)[-1], line) for line in ci_support.drift(root, pinning)
         ]
+    except InputError:  # a broken input file stops the check (one line), it is not a finding
+        raise
     except ToolError as exc:
         return [Finding("ci-support", ".ci_support", str(exc))]
 
@@ -320,10 +323,13 @@ def run_checks(
     recipe_dir = root / "recipe"
     if not (recipe_dir / "meta.yaml").is_file():
         raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
+    check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
     findings = check_patches(recipe_dir)
     findings += check_ci_support(root, pinning)
     try:
         configs = _expected_configs(root, pinning)
+    except InputError:
+        raise
     except ToolError as exc:
         return [*findings, Finding("render", ".ci_support", str(exc))]
     scripted: set[str] = set()
@@ -333,6 +339,8 @@ def run_checks(
     for name, data in configs.items():
         try:
             rendered = render_recipe(recipe_dir, data)
+        except InputError:
+            raise
         except (ToolError, ValueError) as exc:
             findings.append(Finding("render", name, str(exc)))
             continue

@@ -31,7 +31,7 @@ from feedstock_tools.maintainer.conda_pins import conda_forge_pins
 from feedstock_tools.maintainer.deps import DEPENDENCIES
 from feedstock_tools.maintainer.upstream_versions import normalise_name, parse_requirement
 from feedstock_tools.maintainer.version_compare import satisfies, version_key
-from feedstock_tools.proofs import linkage, solve_channel, wheel_layout
+from feedstock_tools.proofs import linkage, solve_channel, solve_check, wheel_layout
 from feedstock_tools.release import recipe_edit, wheel_source
 from feedstock_tools.release.wheel_source import TARGETS, WheelSource
 
@@ -521,6 +521,28 @@ def needed_libraries(source: WheelSource) -> set[str]:
     return {library for needs in source.needs().values() for library in needs.needed}
 
 
+def solve_request_rows(floor: str) -> list[Row]:
+    """solve-check's requests (solve_requests.yaml) for a Python below the release's floor: they expect a
+    solution the bumped recipe no longer builds."""
+    rows = []
+    for request in solve_check.load_requests()[1]:
+        for spec in request.specs:
+            match = re.fullmatch(r"python (\d+\.\d+)\.\*", spec)
+            if match and version_key(match[1]) < version_key(floor):
+                rows.append(
+                    Row(
+                        "solve-check request",
+                        request.name,
+                        "expects a solution",
+                        f"no Python {match[1]} build",
+                        PERSON,
+                        "expect 'fails: python' on every machine in feedstock_tools/proofs/"
+                        "solve_requests.yaml, or drop the request",
+                    )
+                )
+    return rows
+
+
 def linkage_rows(root: Path, release: Release, previous: Release | None) -> list[Row]:
     """Each wheel's binaries staged by the table and checked against the bumped recipe (the needs lists),
     after the libraries they need that the current version's binaries did not (or no longer)."""
@@ -849,6 +871,7 @@ def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning:
     new_meta, requirement_rows = requirement_changes(release, new_meta)
     rows += requirement_rows
     rows += solve_record_rows(new_meta)
+    rows += solve_request_rows(floor)
     rows += staging_rows(release, previous)
     rows += patch_rows(root, release)
     snapshot = _snapshot(root)
