@@ -69,11 +69,14 @@ BUNDLED_PINS = (
 CUDA_CMAKE = "torch/share/cmake/Caffe2/public/cuda.cmake"
 CUDA_FLOOR = re.compile(r"if\(CUDA_VERSION VERSION_LESS ([\d.]+)\)")
 
-# Where a source file of a patch is in a wheel, when the wheel carries its text verbatim (the installed
-# headers, Caffe2's CMake modules, the Python sources). Evidence: the 2.13.0 wheel's
-# share/cmake/Caffe2/{FindCUDAToolkit.cmake, public/cuda.cmake, public/utils.cmake} hash to the pre-image
-# blobs of conda-forge's 2.13.0 patches (shared/docs/pytorch-build-facts.md, "Corrections"); headers are
-# installed by CMake's install(DIRECTORY/FILES) without change; .in templates are configured, not copied.
+# Where a source file of a patch is in a wheel, when the wheel carries its text (the installed headers,
+# Caffe2's CMake modules, the Python sources; .in templates are configured, not copied). Evidence: the
+# 2.13.0 wheel's share/cmake/Caffe2/{FindCUDAToolkit.cmake, public/cuda.cmake, public/utils.cmake} hash to
+# the pre-image blobs of conda-forge's 2.13.0 patches (shared/docs/pytorch-build-facts.md, "Corrections");
+# judged against the 2.13.0 linux-64 wheel, every hunk of 0003 and 0015 applies at its header's line, while
+# the hunks on headers (0010, 0021, 0023) apply one line down: the install puts
+# "#if !defined(TORCH_STABLE_ONLY) && !defined(TORCH_TARGET_VERSION)" above each header, so a header's
+# offset is one line more than the source's.
 _WHEEL_PATHS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^cmake/Modules/(FindCUDAToolkit\.cmake)$"), r"torch/share/cmake/Caffe2/\1"),
     (re.compile(r"^cmake/public/(.+\.cmake)$"), r"torch/share/cmake/Caffe2/public/\1"),
