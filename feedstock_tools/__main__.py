@@ -30,6 +30,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "proofs.anchor_parity",
     "proofs.real_build",
     "maintainer.render_v1",
+    "release.bump",
 )
 
 

@@ -1,6 +1,7 @@
 """feedstock_tools imports only downward between its sub-packages, and no module imports itself back.
 
-The layers (docs/architecture.md): ``common`` <- ``conda`` <- ``ci`` <- {``maintainer``, ``proofs``}. A module
+The layers (docs/architecture.md): ``common`` <- ``conda`` <- ``ci`` <- {``maintainer``, ``proofs``} <-
+``release``. A module
 may import its own sub-package and the sub-packages of lower layers; ``maintainer`` and ``proofs`` share a
 layer and do not import each other; ``__main__`` (the CLI) is above everything. Every import counts: at module
 level, inside functions and under ``TYPE_CHECKING`` alike, since each is a dependency a reader must follow.
@@ -18,8 +19,8 @@ import pytest
 
 PACKAGE = "feedstock_tools"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
-LAYERS = {"common": 0, "conda": 1, "ci": 2, "maintainer": 3, "proofs": 3}
-CLI_LAYER = 4  # feedstock_tools/__main__.py
+LAYERS = {"common": 0, "conda": 1, "ci": 2, "maintainer": 3, "proofs": 3, "release": 4}
+CLI_LAYER = 5  # feedstock_tools/__main__.py
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,12 @@ The upstream build leaves its files in three trees:
   ``$SP_DIR``.
 * ``metadata``: the ``torch-<version>.dist-info`` directory ``setup.py dist_info`` writes; under ``$SP_DIR``.
 
+A scikit-build-core source tree (2.14 and later, megabuild/skbuild.py) has no ``build/lib.*``: its wheel,
+unpacked, gives all three, with the same shapes: ``install`` = the wheel's ``torch/`` (CMake's install prefix
+there, ``wheel.install-dir``), ``setuptools`` = the wheel's root (``torch/``, ``torchgen/``, ``functorch/``,
+``torch/_C...so`` and ``torch/{lib,include,share,bin}``, as ``build/lib.*`` had them), ``metadata`` = its
+dist-info. So one table serves both kinds of tree.
+
 Shared libraries are written ``lib/libc10{shlib}``: ``{shlib}`` is the platform's library suffix as
 conda-build exports it in ``SHLIB_EXT``, with an optional version where that platform puts one: ``.so``,
 ``.so.2``, ``.so.2.13.0`` on Linux (a versioned library and its links), ``.dylib``, ``.2.dylib`` on macOS

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from megabuild import activation, environment, ninja_graph, report, windows
+from megabuild import activation, environment, ninja_graph, pep517, report, windows
 from megabuild.atomic_file import write_text
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
@@ -92,6 +92,8 @@ class PassContext:
     cleanup: ExitStack
     # the package a pass assembled beside PREFIX: run() writes the report, then moves it in
     pending_stage: PreparedStage | None = None
+    # the shape of the source tree (megabuild/pep517.py): setup.py, or scikit-build-core (skbuild.py)
+    source: pep517.SourceKind = pep517.SETUPTOOLS
 
     @property
     def cache_path(self) -> Path:
@@ -99,6 +101,12 @@ class PassContext:
 
     @property
     def install_tree(self) -> Path:
+        """Pass 1's install tree: CMake's install prefix <src>/torch (setup.py), or torch/ of pass 1's
+        unpacked wheel (scikit-build-core)."""
+        if self.source == pep517.SCIKIT_BUILD_CORE:
+            from megabuild import skbuild
+
+            return skbuild.install_tree(self.build.build_dir)
         return self.build.src_dir / "torch"
 
     def trees(self, install: Path | None = None, **python_trees: Path) -> UpstreamTrees:
@@ -124,8 +132,15 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
             "no script, or add its pass to recipe/megabuild/passes.py"
         )
     _check_work_dir(build)
+    source = pep517.source_kind(build.src_dir)
+    if source == pep517.SCIKIT_BUILD_CORE:
+        from megabuild import skbuild  # imported here: it builds on this module's helpers
+
+        chosen = {TOP_LEVEL: skbuild.pass_configure_and_build, PYTORCH: skbuild.pass_pytorch}.get(
+            build.pkg_name, chosen
+        )
     env, settings = environment.upstream_environment(build, caller_env, options.verbose)
-    say(f"PKG_NAME={build.pkg_name} SRC_DIR={build.src_dir} PREFIX={build.prefix}")
+    say(f"PKG_NAME={build.pkg_name} SRC_DIR={build.src_dir} PREFIX={build.prefix} source tree: {source}")
     for setting in settings:
         shown = "(removed)" if setting.value is None else setting.value
         say(f"  env {setting.name}={shown}  # {setting.why}")
@@ -138,7 +153,7 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
     if not fresh:
         report.load(build.build_dir)  # a corrupt report is an error now, not after the build
     with ExitStack() as cleanup:
-        context = PassContext(build, env, options, cleanup)
+        context = PassContext(build, env, options, cleanup, source=source)
         record = chosen(context)
         # The report first (atomic), the package last: a report that cannot be written stages nothing.
         records = report.append(build.build_dir, record, fresh=fresh)
@@ -370,7 +385,13 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
             ctx.env["MAX_JOBS"],
         ],
     )
-    _run_command(ctx, "installing into <src>/torch", ["cmake", "--install", str(build.build_dir)])
+    if ctx.source == pep517.SCIKIT_BUILD_CORE:
+        from megabuild import skbuild
+
+        installed = skbuild.install_linalg(ctx)
+    else:
+        _run_command(ctx, "installing into <src>/torch", ["cmake", "--install", str(build.build_dir)])
+        installed = ctx.install_tree
     after = CMakeCache.load(ctx.cache_path)
     _check_kept(after, changes)
     if _bool(after.get("USE_MAGMA")) != "ON":
@@ -381,7 +402,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
     _check_guarded(after, state)
     name = "3 libtorch-cuda-linalg (magma)"
     unexpected = _check_work(ctx, name, work, ["torch_cuda_linalg"])
-    staged = _stage(ctx, LIBTORCH_CUDA_LINALG, ctx.trees(ctx.install_tree))
+    staged = _stage(ctx, LIBTORCH_CUDA_LINALG, ctx.trees(installed))
     return _record(
         name=name, package=LIBTORCH_CUDA_LINALG, started=started, work=work, expected=["torch_cuda_linalg"],
         unexpected=unexpected, changes=changes, staged=staged,
@@ -567,10 +588,12 @@ def _check_guarded(cache: CMakeCache, state: dict) -> None:
         raise PassFailed(f"{cache.path}: {'; '.join(problems)}: never let these change between passes")
 
 
-def _run_command(ctx: PassContext, what: str, command: list[str]) -> None:
+def _run_command(
+    ctx: PassContext, what: str, command: list[str], env: Mapping[str, str] | None = None
+) -> None:
     with step(what):
         try:
-            returncode = run_child(command, cwd=ctx.build.src_dir, env=ctx.env)
+            returncode = run_child(command, cwd=ctx.build.src_dir, env=ctx.env if env is None else env)
         except OSError as exc:
             raise PassFailed(
                 f"{what} failed: cannot run {command[0]} ({exc.strerror or exc}): add it to the build "

@@ -55,7 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: WORK_DIR/.cache; about 750 MB with four Pythons; delete it to start clean)",
     )
     parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
-    parser.add_argument("--standin", type=Path, default=harness.DEFAULT_STANDIN, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--standin",
+        metavar="{setuptools,skbuild}",
+        help="the upstream stand-in: setuptools (tests/upstream_standin, shaped like 2.13.0's setup.py) or "
+        "skbuild (tests/upstream_standin_skbuild, shaped like 2.15.0's scikit-build-core build); default: "
+        "the one the recipe's host requirements call for (scikit-build-core among them: skbuild)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="stream every build script's output")
     parser.add_argument(
         "--fresh-work-dir",

@@ -25,7 +25,7 @@ from feedstock_tools.common import interruption
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.common.run_lock import RunLock
-from feedstock_tools.proofs.rehearsal import ninja_log, prefixes, relocation
+from feedstock_tools.proofs.rehearsal import ninja_log, prefixes, relocation, standins
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.activation import (
     DARWIN_ONLY_FLAGS,
@@ -145,7 +145,9 @@ class Rehearsal:
     config_path: Path
     work_root: Path = DEFAULT_WORK_ROOT
     recipe_dir: Path = DEFAULT_RECIPE_DIR
-    standin: Path = DEFAULT_STANDIN
+    # a stand-in directory, or one of standins.STANDINS by name; None: the one the recipe's host requirements
+    # call for (scikit-build-core among them: the 2.15-shaped stand-in, else the 2.13-shaped one)
+    standin: Path | str | None = None
     progress: Progress = print
     verbose: bool = False
     # Run the variants of each output in reverse order (pytorch 3.13 first, ...): the passes must not
@@ -172,6 +174,7 @@ class Rehearsal:
                 f"{self.recipe_dir}/build.sh is missing; the rehearsal runs the recipe's build.sh"
             )
         self.steps = plan_steps(self.config_path, self.recipe_dir)
+        self.standin = standins.resolve(self.standin, (n for s in self.steps for n in s.host_names()))
         if self.reverse_variants:
             self.steps = reversed_variants(self.steps)
         if local_subdir() != targets.NATIVE:
@@ -227,6 +230,16 @@ class Rehearsal:
     def pass1_python(self) -> str:
         return self.steps[0].python
 
+    @cached_property
+    def standin_tree(self) -> standins.Standin:
+        assert isinstance(self.standin, Path)
+        return standins.Standin.load(self.standin)
+
+    def host_pip_requirements(self, step: Step) -> tuple[str, ...]:
+        """The step's host Python packages, plus what the stand-in's build backend needs that the recipe's
+        host list does not name (scikit-build-core for the 2.15-shaped stand-in under a 2.13 recipe)."""
+        return standins.with_backend_requirements(prefixes.pip_requirements(step.host), self.standin_tree)
+
     # ---- preparation -------------------------------------------------------------------------------------
     def prepare(self) -> None:
         """Fresh work directory: the stand-in as SRC_DIR, BUILD_PREFIX, venv templates for every Python.
@@ -238,7 +251,7 @@ class Rehearsal:
         self.logs_dir.mkdir(parents=True)
         self.packages_dir.mkdir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(self.standin, self.src_dir, ignore=_ignore_build_products(self.standin))
+        self.standin_tree.copy_to(self.src_dir, ignore=_ignore_build_products(self.standin_tree.sources))
         prefixes.link_tree(prefixes.build_prefix_template(self.cache_dir), self.build_prefix)
         if self.target.macos:
             targets.write_darwin_toolchain(self.build_prefix, self.target, DARWIN_ONLY_FLAGS)
@@ -254,12 +267,12 @@ class Rehearsal:
             available.append(step)
         self.steps = available
         for minor, packages in sorted(
-            {(s.python, prefixes.pip_requirements(s.host)) for s in self.steps if "python" in s.host_names()}
+            {(s.python, self.host_pip_requirements(s)) for s in self.steps if "python" in s.host_names()}
         ):
             self.progress(f"   host Python {minor}: venv template with {', '.join(packages) or 'pip only'}")
             prefixes.venv_template(self.cache_dir, minor, self.setup_log, packages)
         if any(set(step.host_names()) & set(_MAGMA_NAMES) for step in self.steps):
-            prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
+            prefixes.magma_install(self.standin_tree.sources, self.cache_dir, self.setup_log)
 
     # ---- one step ----------------------------------------------------------------------------------------
     def environment(self, step: Step) -> dict[str, str]:
@@ -354,7 +367,7 @@ class Rehearsal:
         names = step.host_names()
         if "python" in names:
             template = prefixes.venv_template(
-                self.cache_dir, step.python, self.setup_log, prefixes.pip_requirements(step.host)
+                self.cache_dir, step.python, self.setup_log, self.host_pip_requirements(step)
             )
             prefixes.link_tree(template, self.prefix)
             self.target_python(step, template)
@@ -403,7 +416,7 @@ class Rehearsal:
         prefixes.install_files(result.package_dir, result.new_files, destination)
 
     def install_magma(self, destination: Path) -> None:
-        magma = prefixes.magma_install(self.standin, self.cache_dir, self.setup_log)
+        magma = prefixes.magma_install(self.standin_tree.sources, self.cache_dir, self.setup_log)
         files = sorted(prefixes.prefix_files(magma))
         if not self.target.windows:
             prefixes.install_files(magma, files, destination)

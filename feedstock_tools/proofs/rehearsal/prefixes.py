@@ -38,6 +38,7 @@ PYPI_NAMES = {
     "pip": "pip",
     "pyyaml": "PyYAML",
     "requests": "requests",
+    "scikit-build-core": "scikit-build-core",
     "setuptools": "setuptools",
     "six": "six",
     "typing_extensions": "typing_extensions",

@@ -177,6 +177,9 @@ if {macos!r}:
     import platform as _platform
 
     _platform.system = lambda: "Darwin"  # what torch/__init__.py asks to name libtorch_global_deps
+    # a macOS CPython's mac_ver() names the running macOS (packaging's tags, hence scikit-build-core's wheel
+    # tag, read it); here the deployment target of the platform string stands in for it
+    _platform.mac_ver = lambda *_args: ({platform!r}.split("-")[1], ("", "", ""), {platform!r}.split("-")[2])
 if {suffix!r} not in _machinery.EXTENSION_SUFFIXES:
     _machinery.EXTENSION_SUFFIXES.insert(0, {suffix!r})
     _loaders = [

@@ -1,0 +1,1 @@
+"""The release bump: one layer above ``maintainer`` and ``proofs``, since it uses both (docs/bump.md)."""

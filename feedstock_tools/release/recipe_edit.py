@@ -1,0 +1,150 @@
+"""The text edits of a release bump on ``recipe/meta.yaml`` and ``recipe/conda_build_config.yaml``.
+
+Edits are made on the text (comments and layout stay as they are), each by one regular expression that
+must match exactly where expected; a recipe whose shape the bump does not recognise is an error naming
+the line to restore, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from feedstock_tools.common.errors import ToolError
+
+META = "recipe/meta.yaml"
+CONFIG = "recipe/conda_build_config.yaml"
+
+_SET = r'^\{{% set {name} = (?P<quote>"?)(?P<value>[^"%]*?)(?P=quote) %\}}$'
+# The pytorch output's build section, where a Python floor becomes an output-level skip (the top level
+# must not name python: conda-smithy would split CI jobs per Python, docs/architecture.md).
+_PYTORCH_BUILD = re.compile(
+    r"(?P<head>^  - name: pytorch\n(?:    script: .*\n)*    build:\n      number: \{\{ number \}\}\n)"
+    r"(?P<skip>      skip: true  # \[py<\d+\]\n)?",
+    re.MULTILINE,
+)
+# The pytorch output's run requirements: from its "      run:" to its "      run_constrained:"
+_PYTORCH_RUN = re.compile(
+    r"^  - name: pytorch\n.*?^      run:\n(?P<run>.*?)^      run_constrained:", re.MULTILINE | re.DOTALL
+)
+_RUN_LINE = re.compile(r"^        - (?P<name>[A-Za-z0-9_.-]+)(?: (?P<spec>[^#\n]*?))?(?P<tail>\s*#.*)?$")
+PYTHON_MIN_BLOCK = re.compile(
+    r"^# Python floor of this release.*?^python_min:\n(?:  - .*\n)+", re.MULTILINE | re.DOTALL
+)
+
+
+@dataclass(frozen=True)
+class RecipeVersion:
+    version: str
+    sha256: str
+    build: int
+
+
+def _set_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(_SET.format(name=name), re.MULTILINE)
+
+
+def read_version(meta: str) -> RecipeVersion:
+    values = {}
+    for name in ("version", "sha256", "build"):
+        found = _set_pattern(name).findall(meta)
+        if len(found) != 1:
+            raise ToolError(
+                f"{META}: expected one '{{% set {name} = ... %}}' line, found {len(found)}: restore it"
+            )
+        values[name] = _set_pattern(name).search(meta)["value"]  # type: ignore[index]
+    return RecipeVersion(values["version"], values["sha256"], int(values["build"]))
+
+
+def set_version(meta: str, version: str, sha256: str) -> str:
+    """version, sha256, and the build number back to 0."""
+    for name, value in (("version", f'"{version}"'), ("sha256", f'"{sha256}"'), ("build", "0")):
+        meta = _set_pattern(name).sub(f"{{% set {name} = {value} %}}", meta, count=1)
+    return meta
+
+
+def python_floor_skip(meta: str) -> str | None:
+    """The pytorch output's ``skip: true  # [py<NNN]`` selector, None without one."""
+    match = _PYTORCH_BUILD.search(meta)
+    if not match:
+        raise ToolError(
+            f"{META}: the pytorch output's build section does not start with 'number: {{{{ number }}}}'"
+        )
+    return match["skip"].strip() if match["skip"] else None
+
+
+def set_python_floor(meta: str, config: str, floor: str | None) -> tuple[str, str]:
+    """Raise the oldest Python to ``floor`` ("3.11"), the way a conda-forge feedstock does it: ``python_min``
+    in the recipe's conda_build_config.yaml (CFEP-25's key: pass 1's host Python here) and an output-level
+    ``skip: true  # [py<311]`` for the per-Python pytorch builds; ``None`` removes both (the pinning's
+    ``python_min`` is the floor)."""
+    match = _PYTORCH_BUILD.search(meta)
+    if not match:
+        raise ToolError(
+            f"{META}: the pytorch output's build section does not start with 'number: {{{{ number }}}}'"
+        )
+    skip = f"      skip: true  # [py<{floor.replace('.', '')}]\n" if floor else ""
+    meta = meta[: match.start()] + match["head"] + skip + meta[match.end() :]
+    config = PYTHON_MIN_BLOCK.sub("", config).rstrip("\n") + "\n"
+    if floor:
+        config += (
+            "\n# Python floor of this release (its wheels' Requires-Python), above conda-forge's "
+            "python_min;\n"
+            "# written by python -m feedstock_tools bump, with the pytorch output's skip in meta.yaml.\n"
+            f'python_min:\n  - "{floor}"\n'
+        )
+    return meta, config
+
+
+def run_requirements(meta: str) -> dict[str, tuple[str, str]]:
+    """The pytorch output's run requirements: name -> (spec, selector comment)."""
+    match = _PYTORCH_RUN.search(meta)
+    if not match:
+        raise ToolError(f"{META}: no run requirements found in the pytorch output")
+    found = {}
+    for line in match["run"].splitlines():
+        parsed = _RUN_LINE.match(line)
+        if parsed and "{" not in parsed["name"]:
+            found[parsed["name"]] = ((parsed["spec"] or "").strip(), (parsed["tail"] or "").strip())
+    return found
+
+
+def set_run_requirement(meta: str, name: str, spec: str) -> str:
+    """Replace the spec of ``name`` in the pytorch output's run requirements (its selector stays)."""
+    match = _PYTORCH_RUN.search(meta)
+    if not match:
+        raise ToolError(f"{META}: no run requirements found in the pytorch output")
+    lines = match["run"].splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        parsed = _RUN_LINE.match(line.rstrip("\n"))
+        if parsed and parsed["name"] == name:
+            tail = f"  {parsed['tail'].strip()}" if parsed["tail"] else ""
+            lines[index] = f"        - {name}{' ' + spec if spec else ''}{tail}\n"
+            block = "".join(lines)
+            return meta[: match.start("run")] + block + meta[match.end("run") :]
+    raise ToolError(f"{META}: {name} is not a run requirement of the pytorch output")
+
+
+# The host list of the Python build tools (pass 1's and every rebuilding output's host).
+_PYTHON_HOST = re.compile(
+    r"^\{% set python_host_unpinned = \[\n(?P<items>.*?)^\] %\}$", re.MULTILINE | re.DOTALL
+)
+
+
+def python_host_tools(meta: str) -> list[str]:
+    match = _PYTHON_HOST.search(meta)
+    if not match:
+        raise ToolError(f"{META}: no '{{% set python_host_unpinned = [' list: restore it")
+    return re.findall(r'"([^"]+)"', match["items"])
+
+
+def set_python_host_tool(meta: str, name: str, spec: str | None) -> str:
+    """Add (or replace) ``name spec`` in the Python build tools of the host, or remove it (``spec`` None)."""
+    match = _PYTHON_HOST.search(meta)
+    if not match:
+        raise ToolError(f"{META}: no '{{% set python_host_unpinned = [' list: restore it")
+    tools = [tool for tool in python_host_tools(meta) if tool.split()[0] != name]
+    if spec is not None:
+        tools.insert(1, f"{name} {spec}".strip())
+    items = "    " + ", ".join(f'"{tool}"' for tool in tools) + ",\n"
+    return meta[: match.start("items")] + items + meta[match.end("items") :]
