@@ -113,6 +113,18 @@ def test_set_context_refuses_bad_values_and_a_recipe_without_the_keys(tmp_path: 
     assert recipe.read_text() == before and list(tmp_path.iterdir()) == [recipe]
 
 
+def test_a_sha256_changed_in_one_recipe_only_is_named(tmp_path: Path) -> None:
+    recipe, v1 = _copy_recipes(tmp_path)
+    context = yaml.safe_load((v1 / "recipe.yaml").read_text())["context"]
+    render_v1.set_context(
+        v1 / "recipe.yaml", version=context["version"], sha256="cd" * 32, build=context["build"]
+    )
+    _, differences = render_v1.compare_config(recipe, CPU_CONFIG)
+    assert [(d.output, d.field, d.meta, d.v1) for d in differences] == [
+        ("source", "sha256", context["sha256"], "cd" * 32)
+    ]
+
+
 def test_v1_variant_config_drops_conda_build_keys_and_filters_pythons() -> None:
     config = rattler_render.variant_config(CPU_CONFIG, ["3.12"])
     source = yaml.safe_load(CPU_CONFIG.read_text())

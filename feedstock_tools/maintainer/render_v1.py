@@ -5,8 +5,8 @@ command renders both for every .ci_support configuration — recipe.yaml with th
 (py-rattler-build, :mod:`feedstock_tools.conda.rattler_render`), meta.yaml with the project's conda-build
 emulation (:mod:`feedstock_tools.conda.recipe_render`) — and names every difference in an output's name,
 version, build number, build string (the hash aside: the two builders hash different inputs), requirements,
-run-exports, run constraints and tests. Exit status 1 on any difference (``check`` runs it), so neither
-recipe can change without the other.
+run-exports, run constraints and tests, and in the release tarball's url, sha256 and patches. Exit status
+1 on any difference (``check`` runs it), so neither recipe can change without the other.
 
 Normalisation, each forced by the formats (docs/rattler-build.md lists them):
 
@@ -177,18 +177,52 @@ def _v1_run_exports(recipe: Mapping[str, Any], siblings: Mapping[str, tuple[str,
     return [_v1_spec(item, siblings) for item in items]
 
 
+def _tarball(sources: Any) -> Mapping[str, Any]:
+    """The source entry with a ``url`` (the release tarball), or an empty mapping."""
+    entries = sources if isinstance(sources, list) else [sources or {}]
+    return next((s for s in entries if isinstance(s, Mapping) and "url" in s), {})
+
+
+def _source_differences(
+    config: str,
+    meta: recipe_render.RenderedRecipe,
+    v1: Sequence[rattler_render.V1Output],
+    dirs: tuple[Path, Path],
+) -> list[Difference]:
+    """url, sha256 and patches of the tarball: meta.yaml's top level against the v1 staging output's (v1
+    names the patches ``../recipe/patches/...``: compared as paths inside recipe/)."""
+    if meta.top_level is None or not v1:
+        return []
+    recipe_dir, v1_dir = (d.resolve() for d in dirs)
+    staged = [s for c in v1[0].recipe.get("staging_caches", []) for s in c.get("source") or []]
+    m, r = _tarball(meta.top_level.source), _tarball(v1[0].recipe.get("source") or staged)
+    v1_patches = [
+        (v1_dir / p).resolve().relative_to(recipe_dir).as_posix()
+        if (v1_dir / p).resolve().is_relative_to(recipe_dir)
+        else p
+        for p in r.get("patches", [])
+    ]
+    pairs = {
+        "url": (m.get("url"), r.get("url")),
+        "sha256": (m.get("sha256"), r.get("sha256")),
+        "patches": (list(m.get("patches", [])), v1_patches),
+    }
+    return [Difference(config, "source", f, a, b) for f, (a, b) in pairs.items() if a != b]
+
+
 def compare_config(
     recipe_dir: Path, ci_support: Path, v1_dir: Path | None = None
 ) -> tuple[list[str], list[Difference]]:
     """The outputs both recipes build for this configuration, and every difference between them
     (``v1_dir``: the v1 recipe's directory, by default ``recipe-v1`` beside ``recipe_dir``)."""
+    v1_dir = v1_dir or recipe_dir.parent / V1_DIRNAME
     meta = recipe_render.render_recipe(recipe_dir, ci_support)
-    v1 = rattler_render.render((v1_dir or recipe_dir.parent / V1_DIRNAME) / "recipe.yaml", ci_support)
+    v1 = rattler_render.render(v1_dir / "recipe.yaml", ci_support)
     siblings = {o.name: (o.recipe["package"]["version"], o.build_string) for o in v1}
     config = ci_support.stem
     meta_by_key = {(o.name, mask_hash(o.build_string)): o for o in meta.outputs}
     v1_by_key = {(o.name, mask_hash(o.build_string)): o for o in v1}
-    differences = []
+    differences = _source_differences(config, meta, v1, (recipe_dir, v1_dir))
     for key in sorted(set(meta_by_key) ^ set(v1_by_key)):
         side = "meta.yaml only" if key in meta_by_key else "recipe.yaml only"
         differences.append(
