@@ -118,6 +118,8 @@ def broken_copy(tmp_path_factory: pytest.TempPathFactory, real_findings: list[Fi
         "string: {{ flavour }}_{{ blas_impl }}_h{{ PKG_HASH }}_{{ number }}\n      force_use_keys",
         "string: {{ flavour }}_h{{ PKG_HASH }}_{{ number }}\n      force_use_keys",
     )
+    # recipe-v1: a v1 recipe beside meta.yaml (conda-smithy's lint R-051).
+    (recipe / "recipe.yaml").write_text("# a v1 recipe in the conda-build recipe's directory\n")
     # ci-support: one file deleted, one edited.
     ci_files = sorted((root / ".ci_support").glob("*.yaml"))
     ci_files[0].unlink()
@@ -146,6 +148,7 @@ def broken_findings(broken_copy: BrokenCopy) -> set[Finding]:
         ("build-string", f"libtorch-{VERSION}-cpu", "does not match"),
         ("ci-support", ".ci_support/", "missing:"),
         ("ci-support", ".ci_support/", "out of date:"),
+        ("recipe-v1", "recipe/", "R-051"),
     ],
 )
 def test_each_break_is_found(

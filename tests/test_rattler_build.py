@@ -1,5 +1,6 @@
-"""recipe/recipe.yaml (v1) against meta.yaml with the real rattler-build, the local channel, and (marker
-``rattler_build``) a real build of recipe.yaml from that channel: docs/rattler-build.md."""
+"""recipe-v1/recipe.yaml (v1) against recipe/meta.yaml with the real rattler-build, where the v1 recipe
+lives, the local channel, and (marker ``rattler_build``) a real build of recipe.yaml from that channel:
+docs/rattler-build.md."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from feedstock_tools.proofs import local_channel, real_build
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
 CUDA_CONFIG = next(CI_SUPPORT.glob(real_build.CUDA_CONFIG + ".yaml"))
+V1_RECIPE = real_build.V1_DIR / "recipe.yaml"
 
 
 # ---- the render comparison ---------------------------------------------------------------------------
@@ -34,16 +36,93 @@ def test_recipe_yaml_renders_as_meta_yaml_for_every_configuration(config: Path) 
     assert {"libtorch", "pytorch"} <= {line.split()[0] for line in outputs}
 
 
+def _copy_recipes(root: Path) -> tuple[Path, Path]:
+    for name in ("recipe", render_v1.V1_DIRNAME):
+        shutil.copytree(REPO_ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return root / "recipe", root / render_v1.V1_DIRNAME
+
+
 def test_a_change_to_one_recipe_is_named(tmp_path: Path) -> None:
-    recipe = tmp_path / "recipe"
-    shutil.copytree(REPO_ROOT / "recipe", recipe, ignore=shutil.ignore_patterns("__pycache__"))
-    text = (recipe / "recipe.yaml").read_text()
+    recipe, v1 = _copy_recipes(tmp_path)
+    text = (v1 / "recipe.yaml").read_text()
     assert text.count("        - networkx >=2.5.1\n") == 1
-    (recipe / "recipe.yaml").write_text(text.replace("- networkx >=2.5.1\n", "- networkx >=3\n"))
+    (v1 / "recipe.yaml").write_text(text.replace("- networkx >=2.5.1\n", "- networkx >=3\n"))
     _, differences = render_v1.compare_config(recipe, CPU_CONFIG)
     fields = {(d.output.split()[0], d.field) for d in differences}
     assert fields == {("pytorch", "run")}
     assert all("networkx >=2.5.1" in d.meta and "networkx >=3" in d.v1 for d in differences)
+
+
+# ---- where the v1 recipe lives, and the values it states as meta.yaml does ---------------------------
+
+
+def test_each_recipe_format_has_its_own_directory(tmp_path: Path) -> None:
+    """conda-smithy lints R-051 when one directory holds meta.yaml and recipe.yaml (render_v1 cites it)."""
+    assert render_v1.layout_problems(REPO_ROOT) == []
+    recipe, v1 = _copy_recipes(tmp_path)
+    shutil.copy2(v1 / "recipe.yaml", recipe / "recipe.yaml")
+    (recipe / "conda_build_config.yaml").write_text("# edited in recipe/ only\n")
+    problems = render_v1.layout_problems(tmp_path)
+    assert [where for where, _ in problems] == ["recipe/", f"{render_v1.V1_DIRNAME}/conda_build_config.yaml"]
+    assert (
+        "both meta.yaml and recipe.yaml" in problems[0][1]
+        and render_v1.DUPLICATE_RECIPES_LINT in problems[0][1]
+    )
+    assert problems[1][1].endswith(f"run: cp recipe/conda_build_config.yaml {render_v1.V1_DIRNAME}/")
+
+
+def test_the_v1_recipe_reaches_recipe_files_without_copies() -> None:
+    """Patches and scripts as ../recipe/... paths, test files as path sources: nothing but recipe.yaml and
+    the variant file (which conda-smithy reads from recipe_dir) is in recipe-v1/."""
+    assert sorted(p.name for p in real_build.V1_DIR.iterdir()) == ["conda_build_config.yaml", "recipe.yaml"]
+    stage = rattler_render.render(V1_RECIPE, CPU_CONFIG, ["3.12"])[0].recipe["staging_caches"][0]
+    tarball, *paths = stage["source"]
+    assert tarball["patches"] and all(
+        (real_build.V1_DIR / patch).resolve().parent == (REPO_ROOT / "recipe" / "patches").resolve()
+        for patch in tarball["patches"]
+    )
+    assert [(real_build.V1_DIR / s["path"]).resolve() for s in paths] == [
+        (REPO_ROOT / "recipe" / s["target_directory"]).resolve() for s in paths
+    ]
+
+
+def test_set_context_rewrites_version_sha256_and_build(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    original = V1_RECIPE.read_text()
+    recipe.write_text(original)
+    render_v1.set_context(recipe, version="9.8.7", sha256="ab" * 32, build=3)
+    changed = [
+        (a, b) for a, b in zip(original.splitlines(), recipe.read_text().splitlines(), strict=True) if a != b
+    ]
+    assert [b for _, b in changed] == ['  version: "9.8.7"', f"  sha256: {'ab' * 32}", "  build: 3"]
+    outputs = rattler_render.render(recipe, CPU_CONFIG, ["3.12"])  # the real rattler-build reads it
+    assert {o.recipe["package"]["version"] for o in outputs} == {"9.8.7"}
+    assert outputs[0].recipe["staging_caches"][0]["source"][0]["sha256"] == "ab" * 32
+    assert {o.recipe["build"]["number"] for o in outputs} == {3}  # CPU generic: no offsets
+    assert list(tmp_path.iterdir()) == [recipe]  # the temporary file was renamed over it
+
+
+def test_set_context_refuses_bad_values_and_a_recipe_without_the_keys(tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text('context:\n  version: "1.0"\n  sha256: ' + "0" * 64 + "\n\npackage:\n  name: x\n")
+    before = recipe.read_text()
+    with pytest.raises(ToolError, match=r"its context has no plain build line"):
+        render_v1.set_context(recipe, version="1.1", sha256="1" * 64, build=0)
+    with pytest.raises(ToolError, match=r"not a version and a sha256"):
+        render_v1.set_context(recipe, version="1.1", sha256="xyz", build=0)
+    assert recipe.read_text() == before and list(tmp_path.iterdir()) == [recipe]
+
+
+def test_a_sha256_changed_in_one_recipe_only_is_named(tmp_path: Path) -> None:
+    recipe, v1 = _copy_recipes(tmp_path)
+    context = yaml.safe_load((v1 / "recipe.yaml").read_text())["context"]
+    render_v1.set_context(
+        v1 / "recipe.yaml", version=context["version"], sha256="cd" * 32, build=context["build"]
+    )
+    _, differences = render_v1.compare_config(recipe, CPU_CONFIG)
+    assert [(d.output, d.field, d.meta, d.v1) for d in differences] == [
+        ("source", "sha256", context["sha256"], "cd" * 32)
+    ]
 
 
 def test_v1_variant_config_drops_conda_build_keys_and_filters_pythons() -> None:
@@ -59,7 +138,7 @@ def test_v1_variant_config_drops_conda_build_keys_and_filters_pythons() -> None:
 
 
 def test_versions_come_from_the_recipes_specs() -> None:
-    outputs = rattler_render.render(REPO_ROOT / "recipe" / "recipe.yaml", CPU_CONFIG, ["3.12"])
+    outputs = rattler_render.render(V1_RECIPE, CPU_CONFIG, ["3.12"])
     plan = real_build.channel_plan(outputs, rattler_render.variant_config(CPU_CONFIG, ["3.12"]))
     versions = {n: local_channel.choose_version(n, s, plan.pins.get(n)) for n, s in plan.needs.items()}
     variant = yaml.safe_load(CPU_CONFIG.read_text())
@@ -196,10 +275,7 @@ def test_rattler_build_builds_the_cpu_configuration(
 ) -> None:
     names = sorted(p.name.split("-2.13")[0] for p in cpu_build.packages)
     expected = sorted(
-        o.name
-        for o in rattler_render.render(
-            REPO_ROOT / "recipe" / "recipe.yaml", CPU_CONFIG, real_build.DEFAULT_PYTHONS
-        )
+        o.name for o in rattler_render.render(V1_RECIPE, CPU_CONFIG, real_build.DEFAULT_PYTHONS)
     )
     assert names == expected
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
@@ -230,8 +306,9 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutc
 def test_rattler_build_builds_a_cuda_configuration(
     cuda_build: real_build.BuildOutcome, tmp_path: Path
 ) -> None:
-    recipe = REPO_ROOT / "recipe" / "recipe.yaml"
-    expected = sorted(o.name for o in rattler_render.render(recipe, CUDA_CONFIG, real_build.DEFAULT_PYTHONS))
+    expected = sorted(
+        o.name for o in rattler_render.render(V1_RECIPE, CUDA_CONFIG, real_build.DEFAULT_PYTHONS)
+    )
     assert sorted(p.name.split("-2.13")[0] for p in cuda_build.packages) == expected
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
     variant = rattler_render.variant_config(CUDA_CONFIG)

@@ -1,4 +1,4 @@
-"""The REAL rattler-build render of recipe/recipe.yaml (py-rattler-build) for one .ci_support configuration.
+"""The REAL rattler-build render of recipe-v1/recipe.yaml (py-rattler-build), one .ci_support file.
 
 conda-smithy hands rattler-build the ``.ci_support`` file as its variant configuration; two of its keys are
 conda-build's and not rattler-build's: ``channel_sources`` (rattler-build 0.73.0 refuses it beside the

@@ -17,8 +17,9 @@ Fails with one line per finding when
 * a ``.ci_support`` file is missing, extra or stale (the CI layer's own generator decides);
 * the build driver's staging table names a package the recipe does not build with a script, or the
   reverse;
-* recipe/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
-  configuration (``render-v1``, docs/rattler-build.md).
+* recipe-v1/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
+  configuration (``render-v1``, docs/rattler-build.md), a directory holds both meta.yaml and recipe.yaml
+  (conda-smithy's lint R-051), or recipe-v1/conda_build_config.yaml is not recipe/'s.
 
 Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
 """
@@ -384,15 +385,16 @@ def print_patch_report(report: PatchReport) -> None:
 
 
 def check_recipe_v1(root: Path) -> list[Finding]:
-    """Every difference between recipe.yaml's real rattler-build render and meta.yaml's, per committed
-    .ci_support configuration (nothing when there is no recipe.yaml)."""
-    recipe_dir = root / "recipe"
-    if not (recipe_dir / "recipe.yaml").is_file():
-        return []
-    findings = []
+    """Where the v1 recipe lives (render_v1.layout_problems: R-051 and the variant file), then every
+    difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's, per committed
+    .ci_support configuration (no comparison when there is no v1 recipe)."""
+    recipe_dir, v1_dir = root / "recipe", root / render_v1.V1_DIRNAME
+    findings = [Finding("recipe-v1", where, what) for where, what in render_v1.layout_problems(root)]
+    if not (v1_dir / "recipe.yaml").is_file():
+        return findings
     for path in sorted((root / ".ci_support").glob("*.yaml")):
         try:
-            _, differences = render_v1.compare_config(recipe_dir, path)
+            _, differences = render_v1.compare_config(recipe_dir, path, v1_dir)
         except (ToolError, ValueError) as exc:
             findings.append(Finding("recipe-v1", path.stem, str(exc)))
             continue

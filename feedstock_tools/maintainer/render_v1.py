@@ -1,12 +1,12 @@
-"""``render-v1``: recipe/recipe.yaml (rattler-build, v1) against meta.yaml (conda-build), output by output.
+"""``render-v1``: recipe-v1/recipe.yaml (rattler-build, v1) against recipe/meta.yaml, output by output.
 
 meta.yaml is the recipe conda-forge builds; recipe.yaml says the same in v1 (docs/rattler-build.md). This
 command renders both for every .ci_support configuration — recipe.yaml with the REAL rattler-build
 (py-rattler-build, :mod:`feedstock_tools.conda.rattler_render`), meta.yaml with the project's conda-build
 emulation (:mod:`feedstock_tools.conda.recipe_render`) — and names every difference in an output's name,
 version, build number, build string (the hash aside: the two builders hash different inputs), requirements,
-run-exports, run constraints and tests. Exit status 1 on any difference (``check`` runs it), so neither
-recipe can change without the other.
+run-exports, run constraints and tests, and in the release tarball's url, sha256 and patches. Exit status
+1 on any difference (``check`` runs it), so neither recipe can change without the other.
 
 Normalisation, each forced by the formats (docs/rattler-build.md lists them):
 
@@ -16,8 +16,15 @@ Normalisation, each forced by the formats (docs/rattler-build.md lists them):
   as the spec conda-build renders (``exact``: ``name version build``; ``upper_bound x.x``: ``>=v,<next``);
 * test scripts: rattler-build renders their ``${{ ... }}`` when it runs them, so they are rendered here with
   Jinja over the output's context and variant; a v1 ``python: imports`` test is compared with meta.yaml's
-  ``imports``; v1 names a test's recipe files and source files in two lists, meta.yaml in ``files`` and
-  ``source_files``.
+  ``imports``; meta.yaml names a test's recipe files in ``files`` and its source files in ``source_files``,
+  v1 brings recipe/'s test files in as sources (a ``path`` source with a ``target_directory``, because
+  rattler-build copies ``files.recipe`` from its own directory only), so a v1 source file under such a
+  target directory is compared as a recipe file.
+
+The v1 recipe lives in its own directory, ``recipe-v1/`` (conda-smithy's linter refuses a recipe
+directory holding both meta.yaml and recipe.yaml: lint R-051, docs/rattler-build.md); its scripts and
+patches are recipe/'s, reached as ``../recipe/...``. :func:`set_context` rewrites its version, sha256 and
+build number (what ``bump`` changes in meta.yaml).
 """
 
 from __future__ import annotations
@@ -32,9 +39,12 @@ from typing import Any
 import jinja2
 
 from feedstock_tools.common.config_selector import configuration_files
+from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import rattler_render, recipe_render
 
+# the v1 recipe's directory, beside recipe/ (conda-forge.yml's recipe_dir once the feedstock switches)
+V1_DIRNAME = "recipe-v1"
 _HASH = re.compile(r"(?<![0-9A-Za-z])h[0-9a-f]{7}(?![0-9a-f])")
 _SCRIPT_JINJA = jinja2.Environment(
     variable_start_string="${{", variable_end_string="}}", undefined=jinja2.StrictUndefined
@@ -111,9 +121,22 @@ def _meta_specs(items: Iterable[str], variant: Mapping[str, Any], siblings: Mapp
     return [_canonical(mask_hash(_unpin(spec, variant, siblings))) for spec in items]
 
 
+def _recipe_file_dirs(recipe: Mapping[str, Any]) -> set[str]:
+    """The target directories of the v1 ``path`` sources (the output's own or its staging output's):
+    recipe/'s test files, brought in as sources."""
+    sources = [
+        *(recipe.get("source") or []),
+        *(s for c in recipe.get("staging_caches", []) for s in c.get("source") or []),
+    ]
+    return {
+        str(s["target_directory"]).strip("/") for s in sources if "path" in s and s.get("target_directory")
+    }
+
+
 def _v1_tests(
     recipe: Mapping[str, Any], variant: Mapping[str, Any], siblings: Mapping[str, tuple[str, str]]
 ) -> dict[str, list[str]]:
+    recipe_dirs = _recipe_file_dirs(recipe)
     namespace = {**variant, **recipe.get("context", {})}
     out: dict[str, list[str]] = {
         "requires": [],
@@ -131,7 +154,8 @@ def _v1_tests(
         out["commands"] += [_SCRIPT_JINJA.from_string(line).render(namespace) for line in lines]
         out["requires"] += _specs(test.get("requirements", {}).get("run", []), variant, siblings)
         out["files"] += test.get("files", {}).get("recipe", [])
-        out["source_files"] += test.get("files", {}).get("source", [])
+        for path in test.get("files", {}).get("source", []):
+            out["files" if path.split("/")[0] in recipe_dirs else "source_files"].append(path)
     return out
 
 
@@ -153,15 +177,52 @@ def _v1_run_exports(recipe: Mapping[str, Any], siblings: Mapping[str, tuple[str,
     return [_v1_spec(item, siblings) for item in items]
 
 
-def compare_config(recipe_dir: Path, ci_support: Path) -> tuple[list[str], list[Difference]]:
-    """The outputs both recipes build for this configuration, and every difference between them."""
+def _tarball(sources: Any) -> Mapping[str, Any]:
+    """The source entry with a ``url`` (the release tarball), or an empty mapping."""
+    entries = sources if isinstance(sources, list) else [sources or {}]
+    return next((s for s in entries if isinstance(s, Mapping) and "url" in s), {})
+
+
+def _source_differences(
+    config: str,
+    meta: recipe_render.RenderedRecipe,
+    v1: Sequence[rattler_render.V1Output],
+    dirs: tuple[Path, Path],
+) -> list[Difference]:
+    """url, sha256 and patches of the tarball: meta.yaml's top level against the v1 staging output's (v1
+    names the patches ``../recipe/patches/...``: compared as paths inside recipe/)."""
+    if meta.top_level is None or not v1:
+        return []
+    recipe_dir, v1_dir = (d.resolve() for d in dirs)
+    staged = [s for c in v1[0].recipe.get("staging_caches", []) for s in c.get("source") or []]
+    m, r = _tarball(meta.top_level.source), _tarball(v1[0].recipe.get("source") or staged)
+    v1_patches = [
+        (v1_dir / p).resolve().relative_to(recipe_dir).as_posix()
+        if (v1_dir / p).resolve().is_relative_to(recipe_dir)
+        else p
+        for p in r.get("patches", [])
+    ]
+    pairs = {
+        "url": (m.get("url"), r.get("url")),
+        "sha256": (m.get("sha256"), r.get("sha256")),
+        "patches": (list(m.get("patches", [])), v1_patches),
+    }
+    return [Difference(config, "source", f, a, b) for f, (a, b) in pairs.items() if a != b]
+
+
+def compare_config(
+    recipe_dir: Path, ci_support: Path, v1_dir: Path | None = None
+) -> tuple[list[str], list[Difference]]:
+    """The outputs both recipes build for this configuration, and every difference between them
+    (``v1_dir``: the v1 recipe's directory, by default ``recipe-v1`` beside ``recipe_dir``)."""
+    v1_dir = v1_dir or recipe_dir.parent / V1_DIRNAME
     meta = recipe_render.render_recipe(recipe_dir, ci_support)
-    v1 = rattler_render.render(recipe_dir / "recipe.yaml", ci_support)
+    v1 = rattler_render.render(v1_dir / "recipe.yaml", ci_support)
     siblings = {o.name: (o.recipe["package"]["version"], o.build_string) for o in v1}
     config = ci_support.stem
     meta_by_key = {(o.name, mask_hash(o.build_string)): o for o in meta.outputs}
     v1_by_key = {(o.name, mask_hash(o.build_string)): o for o in v1}
-    differences = []
+    differences = _source_differences(config, meta, v1, (recipe_dir, v1_dir))
     for key in sorted(set(meta_by_key) ^ set(v1_by_key)):
         side = "meta.yaml only" if key in meta_by_key else "recipe.yaml only"
         differences.append(
@@ -204,12 +265,92 @@ def compare_config(recipe_dir: Path, ci_support: Path) -> tuple[list[str], list[
 
 
 def compare_all(
-    recipe_dir: Path, ci_support_dir: Path, configs: Sequence[Path] | None = None
+    recipe_dir: Path, ci_support_dir: Path, configs: Sequence[Path] | None = None, v1_dir: Path | None = None
 ) -> dict[str, tuple[list[str], list[Difference]]]:
     return {
-        path.stem: compare_config(recipe_dir, path)
+        path.stem: compare_config(recipe_dir, path, v1_dir)
         for path in (configs or configuration_files(ci_support_dir))
     }
+
+
+# ---- where the v1 recipe lives ------------------------------------------------------------------------
+
+# conda-smithy's linter refuses a recipe directory holding both recipe formats, whatever conda-forge.yml's
+# conda_build_tool: lint R-051 "DuplicateRecipes" (conda-forge/conda-smithy 081ec6b,
+# conda_smithy/lint_recipe.py:178-181 lintify_meta_yaml; conda_smithy/linter/messages/recipe.py:1037,
+# added in 2026.6.14).
+DUPLICATE_RECIPES_LINT = "R-051"
+
+
+def layout_problems(root: Path) -> list[tuple[str, str]]:
+    """(where, what) for each way the two recipes' directories break what conda-smithy needs: a directory
+    with both meta.yaml and recipe.yaml (R-051), and a recipe-v1/conda_build_config.yaml that is not
+    recipe/'s (conda-smithy reads the variant file from conda-forge.yml's recipe_dir: configure_feedstock.py
+    get_package_combined_spec; a copy, because a link is a text file in a Windows checkout without
+    core.symlinks)."""
+    problems = []
+    for directory in (root / "recipe", root / V1_DIRNAME):
+        if (directory / "meta.yaml").is_file() and (directory / "recipe.yaml").is_file():
+            problems.append(
+                (
+                    f"{directory.name}/",
+                    f"holds both meta.yaml and recipe.yaml, which conda-forge's linter refuses "
+                    f"(conda-smithy lint {DUPLICATE_RECIPES_LINT}); keep the v1 recipe in {V1_DIRNAME}/",
+                )
+            )
+    variants = root / "recipe" / "conda_build_config.yaml"
+    copy = root / V1_DIRNAME / "conda_build_config.yaml"
+    both = (root / V1_DIRNAME / "recipe.yaml").is_file() and variants.is_file()
+    if both and (not copy.is_file() or copy.read_bytes() != variants.read_bytes()):
+        state = "differs from" if copy.is_file() else "missing, unlike"
+        problems.append(
+            (
+                f"{V1_DIRNAME}/conda_build_config.yaml",
+                f"{state} recipe/conda_build_config.yaml, which a rerender with recipe_dir: {V1_DIRNAME} "
+                f"reads; run: cp recipe/conda_build_config.yaml {V1_DIRNAME}/",
+            )
+        )
+    return problems
+
+
+# ---- the values meta.yaml states too: version, sha256, build number -------------------------------------
+
+_CONTEXT_KEYS = ("version", "sha256", "build")
+
+
+def set_context(recipe: Path, *, version: str, sha256: str, build: int) -> None:
+    """Rewrite the v1 recipe's ``context`` values ``version``, ``sha256`` and ``build`` (what a release bump
+    changes in meta.yaml), keeping every other byte; atomic (a temporary file renamed over it). Each key must
+    be a plain ``key: value`` line of the top-level ``context`` mapping, else a ToolError naming the file."""
+    values = {"version": f'"{version}"', "sha256": sha256, "build": str(int(build))}
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256) or not re.fullmatch(r"[0-9A-Za-z.+_-]+", version):
+        raise ToolError(
+            f"{recipe}: not a version and a sha256: {version!r}, {sha256!r}; pass the release's own"
+        )
+    lines = recipe.read_text(encoding="utf-8").splitlines(keepends=True)
+    try:
+        start = lines.index("context:\n") + 1
+    except ValueError:
+        raise ToolError(
+            f"{recipe}: no top-level 'context:' line; the v1 recipe states version/sha256/build there"
+        ) from None
+    found: set[str] = set()
+    for i in range(start, len(lines)):
+        line = lines[i]
+        if line.strip() and not line.startswith((" ", "#")):
+            break  # the end of the context mapping
+        match = re.match(r"^  (version|sha256|build):[ ]+\S.*?(\r?\n)?$", line)
+        if match and match.group(1) not in found:
+            found.add(match.group(1))
+            lines[i] = f"  {match.group(1)}: {values[match.group(1)]}{match.group(2) or ''}"
+    missing = [key for key in _CONTEXT_KEYS if key not in found]
+    if missing:
+        raise ToolError(
+            f"{recipe}: its context has no plain {', '.join(missing)} line; add it ('  key: value')"
+        )
+    temporary = recipe.with_name(f".{recipe.name}.tmp")
+    temporary.write_text("".join(lines), encoding="utf-8")
+    temporary.replace(recipe)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -220,6 +361,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--recipe-dir", type=Path, default=REPO_ROOT / "recipe", help="default: recipe/")
+    parser.add_argument("--v1-dir", type=Path, default=REPO_ROOT / V1_DIRNAME, help=f"default: {V1_DIRNAME}/")
     parser.add_argument(
         "--ci-support", type=Path, default=REPO_ROOT / ".ci_support", help="default: .ci_support/"
     )
@@ -227,7 +369,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    results = compare_all(args.recipe_dir, args.ci_support)
+    problems = layout_problems(args.v1_dir.parent)
+    for where, what in problems:
+        print(f"{where}: {what}")
+    results = compare_all(args.recipe_dir, args.ci_support, v1_dir=args.v1_dir)
     print("| configuration | outputs | differences |")
     print("|---|---|---|")
     failed = 0
@@ -237,4 +382,4 @@ def _main(args: argparse.Namespace) -> int:
     for _, differences in results.values():
         for difference in differences:
             print(difference.line())
-    return 1 if failed else 0
+    return 1 if failed or problems else 0

@@ -1,4 +1,4 @@
-"""A local conda channel, made on this machine, from which rattler-build builds recipe/recipe.yaml offline.
+"""A local conda channel, made on this machine, from which rattler-build builds recipe-v1/recipe.yaml offline.
 
 Every package is a real ``.conda`` file written by conda's own packaging library (``conda-package-handling``)
 and indexed by rattler (``rattler.index.index_fs``); its contents are this machine's tools, so the build
@@ -130,7 +130,7 @@ def choose_version(name: str, specs: Iterable[str], pin: str | None) -> str:
             return candidate
     raise ToolError(
         f"local channel: no version of {name} satisfies {', '.join(specs)} (step: choosing versions); "
-        "the recipe's specs for it contradict each other: fix them in recipe/recipe.yaml"
+        "the recipe's specs for it contradict each other: fix them in recipe-v1/recipe.yaml"
     )
 
 

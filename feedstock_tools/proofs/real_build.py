@@ -1,4 +1,4 @@
-"""A real conda builder builds the recipe: py-rattler-build builds recipe/recipe.yaml offline, for one
+"""A real conda builder builds the recipe: py-rattler-build builds recipe-v1/recipe.yaml offline, for one
 .ci_support configuration, against the upstream stand-in, from the local channel (local_channel.py); then
 py-rattler solves and installs the metapackage from the built packages + that channel into a fresh prefix,
 where ``import torch`` (the stand-in) must work and CMake must find Torch.
@@ -7,8 +7,8 @@ where ``import torch`` (the stand-in) must work and CMake must find Torch.
     python -m feedstock_tools real-build 'linux_64_blas_implgeneric*12.9*'   # a linux-64 CUDA one
     python -m feedstock_tools real-build --python all          # every Python of the configuration here
 
-What differs from a conda-forge build, and why: the recipe's ``source`` is replaced by the stand-in's path
-(its patches are for the real tarball); ``build_recipes`` is py-rattler-build's entry point that builds a
+What differs from a conda-forge build, and why: the recipe's tarball source is replaced by the stand-in's
+path (its patches are for the real tarball); ``build_recipes`` is py-rattler-build's entry point that builds a
 recipe's outputs in one build directory as the ``rattler-build`` command does (its per-variant
 ``run_build`` gives every output its own directory, and each then runs the staging output again: measured
 4 staging runs for 2 outputs x 2 Pythons with 0.73.0).
@@ -45,8 +45,10 @@ DEFAULT_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_versionNone*"
 CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
 # The channels are kept beside the rehearsal's venv templates (a cache shared by checkouts, flock-protected)
 DEFAULT_CACHE = REPO_ROOT / ".rehearsal" / ".cache" / "local-channel"
-# recipe/ entries the build and the packages' tests read (the patches are for the real tarball only)
-RECIPE_ENTRIES = ("recipe.yaml", "build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
+V1_DIR = REPO_ROOT / "recipe-v1"
+# recipe/ entries the v1 recipe reaches as ../recipe/... for the build and the packages' tests (the patches
+# are for the real tarball only)
+RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
 # The driver's per-pass table (megabuild/report.py `table`): "<pass>  <targets>  <objects>  <seconds>"
 
 
@@ -134,26 +136,31 @@ cp "${{SRC_DIR}}/build/.ninja_log" "{reports}/${{stamp}}.ninja_log"
 """
 
 
-def prepare_recipe(recipe_dir: Path, destination: Path, source: Path, reports: Path | None = None) -> Path:
-    """A copy of the recipe whose source is ``source`` (a local path): everything else as committed (with
-    ``reports``, build.sh also keeps each pass's report there)."""
-    destination.mkdir(parents=True)
+def prepare_recipe(v1_dir: Path, destination: Path, source: Path, reports: Path | None = None) -> Path:
+    """A copy of the v1 recipe and of the recipe/ files it reaches as ``../recipe/...`` (the same layout
+    under ``destination``), whose tarball source is ``source`` (a local path): everything else as committed
+    (with ``reports``, build.sh also keeps each pass's report there)."""
+    shared, v1 = destination / "recipe", destination / v1_dir.name
+    shared.mkdir(parents=True)
+    v1.mkdir()
     for entry in RECIPE_ENTRIES:
-        path = recipe_dir / entry
+        path = v1_dir.parent / "recipe" / entry
         if path.is_dir():
-            shutil.copytree(path, destination / entry, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(path, shared / entry, ignore=shutil.ignore_patterns("__pycache__"))
         elif path.exists():
-            shutil.copy2(path, destination / entry)
+            shutil.copy2(path, shared / entry)
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
-        (destination / "build.sh").rename(destination / "build.recipe.sh")
-        (destination / "build.sh").write_text(REPORT_WRAPPER.format(reports=reports))
-    recipe = yaml.safe_load((recipe_dir / "recipe.yaml").read_text())
-    recipe["source"] = {"path": str(source)}
+        (shared / "build.sh").rename(shared / "build.recipe.sh")
+        (shared / "build.sh").write_text(REPORT_WRAPPER.format(reports=reports))
+    recipe = yaml.safe_load((v1_dir / "recipe.yaml").read_text())
+    # the tarball (the entry with a url) becomes the stand-in; the path sources (recipe/'s test files) stay
+    sources = recipe["source"] if isinstance(recipe["source"], list) else [recipe["source"]]
+    recipe["source"] = [{"path": str(source)} if "url" in s else s for s in sources]
     # the stand-in is not PyTorch: none of PyTorch's license files, which rattler-build requires to exist
     recipe.get("about", {}).pop("license_file", None)
-    (destination / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False, width=200))
-    return destination / "recipe.yaml"
+    (v1 / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False, width=200))
+    return v1 / "recipe.yaml"
 
 
 def run_build(
@@ -162,7 +169,7 @@ def run_build(
     cache_dir: Path,
     pythons: Sequence[str] | None,
     *,
-    recipe_dir: Path = REPO_ROOT / "recipe",
+    v1_dir: Path = V1_DIR,
     test: str = "native",
 ) -> BuildOutcome:
     from rattler_build import build_recipes
@@ -172,7 +179,7 @@ def run_build(
     work_dir.mkdir(parents=True)
     log = work_dir / "channel.log"
     reports = work_dir / "reports"
-    recipe = prepare_recipe(recipe_dir, work_dir / "recipe", STANDIN, reports)
+    recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, reports)
     outputs = rattler_render.render(recipe, ci_support, pythons)
     config = rattler_render.variant_config(ci_support, pythons)
     started = time.monotonic()
@@ -364,7 +371,7 @@ def metapackage_and_machine(variant: Mapping[str, Any]) -> tuple[str, list[str]]
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "real-build",
-        help="build recipe/recipe.yaml for real with rattler-build, offline, from a local channel",
+        help="build recipe-v1/recipe.yaml for real with rattler-build, offline, from a local channel",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
