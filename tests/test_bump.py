@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.recipe_render import load_variant_config
-from feedstock_tools.maintainer import patch_hunks
+from feedstock_tools.maintainer import patch_hunks, render_v1
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
 from feedstock_tools.proofs import solve_channel, solve_check
 from feedstock_tools.release import bump, recipe_edit, wheel_source
@@ -33,7 +34,16 @@ FIXTURES = DATA / "bump"
 PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 # A syntactically valid sha256 that is no tarball's: the digest of this sentence. TEST VALUE ONLY.
 TEST_ONLY_SHA256 = hashlib.sha256(b"TEST VALUE: not the sha256 of any PyTorch release tarball").hexdigest()
-FEEDSTOCK = ("recipe", ".ci_support", "conda-forge.yml", "templates", ".github", ".scripts", ".circleci")
+FEEDSTOCK = (
+    "recipe",
+    "recipe-v1",
+    ".ci_support",
+    "conda-forge.yml",
+    "templates",
+    ".github",
+    ".scripts",
+    ".circleci",
+)
 _staging = import_megabuild("staging")
 _package_files = import_megabuild("package_files")
 
@@ -88,6 +98,32 @@ def bumped(tmp_path_factory: pytest.TempPathFactory) -> BumpRun:
         )
     capture.write_text(out.getvalue())
     return BumpRun(root, status, out.getvalue(), version, bump.load_release([FIXTURES], version))
+
+
+def test_the_bump_carries_the_v1_recipe_along(bumped: BumpRun) -> None:
+    """recipe-v1 states the version, hash and build number again and copies the variant file: the bump
+    writes both, and every other meta.yaml change it made is a row for a person (render-v1's differences)."""
+    v1_dir = bumped.root / render_v1.V1_DIRNAME
+    context = yaml.safe_load((v1_dir / "recipe.yaml").read_text())["context"]
+    assert (str(context["version"]), context["sha256"], context["build"]) == (
+        bumped.version,
+        TEST_ONLY_SHA256,
+        0,
+    )
+    assert (v1_dir / "conda_build_config.yaml").read_text() == (
+        bumped.root / "recipe/conda_build_config.yaml"
+    ).read_text()
+    v1_rows = rows(bumped.table, "recipe-v1")
+    assert v1_rows
+    drift = [row for row in v1_rows if row[4] == bump.PERSON]
+    differences = [
+        difference
+        for config in sorted((bumped.root / ".ci_support").glob("*.yaml"))
+        for difference in render_v1.compare_config(bumped.root / "recipe", config, v1_dir)[1]
+    ]
+    assert {row[1] for row in drift} == {f"{d.output.split()[0]}: {d.field}" for d in differences}
+    # the context the bump writes leaves no difference in the tarball (url names the version) or version
+    assert not [d for d in differences if d.output == "source" or d.field == "version"]
 
 
 def rows(table: str, area: str) -> list[list[str]]:
