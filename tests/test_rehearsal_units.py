@@ -185,6 +185,24 @@ def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> N
 def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
     target: str, cuda: str, expected: tuple[str, ...]
 ) -> None:
-    from feedstock_tools.proofs.rehearsal.solver_pick import machine_for
+    from feedstock_tools.proofs.solve_check import machine_of
 
-    assert machine_for(target, {"cuda_compiler_version": cuda}).virtual == expected
+    assert machine_of(target, cuda).virtual == expected
+
+
+def test_every_configuration_has_its_machine_in_the_solve_table() -> None:
+    """The solver pick of any configuration's rehearsal finds its machine (solve_requests.yaml), and a
+    table without it is one line naming the row to add."""
+    from feedstock_tools.ci.ci_files import summarize
+    from feedstock_tools.proofs.solve_check import machine_of
+
+    for path in sorted(CI_SUPPORT.glob("*.yaml")):
+        config = summarize(path)
+        cuda = "None" if config.cuda == "CPU" else config.cuda
+        machine = machine_of(config.target_platform, cuda)
+        assert machine.subdir == config.target_platform
+        assert [v for v in machine.virtual if v.startswith("__cuda=")] == (
+            [] if cuda == "None" else [f"__cuda={cuda}=0"]
+        )
+    with pytest.raises(ToolError, match=r"has no machine named 'linux-64 cuda9\.9' \(subdir linux-64\): add"):
+        machine_of("linux-64", "9.9")

@@ -18,26 +18,11 @@ from typing import Protocol
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.plan import Step
 from feedstock_tools.proofs.solve_channel import Channel, record, spec_name
-from feedstock_tools.proofs.solve_check import REQUESTS_FILE, Machine, Request, load_requests, solve
+from feedstock_tools.proofs.solve_check import Request, machine_of, solve
 
 
 class Built(Protocol):
     step: Step
-
-
-def machine_for(target: str, variant: Mapping[str, str]) -> Machine:
-    """The target's machine as solve-check has it (``solve_requests.yaml``'s row named by the subdir: the
-    virtual packages conda detects there), with an NVIDIA driver of the configuration's CUDA version."""
-    machines, _ = load_requests()
-    plain = next((machine for machine in machines if machine.name == target), None)
-    if plain is None:
-        raise ToolError(
-            f"{REQUESTS_FILE.name} has no machine named {target}: add its row with the virtual packages "
-            f"conda detects on {target}"
-        )
-    cuda = variant.get("cuda_compiler_version", "None")
-    driver = (f"__cuda={cuda}=0",) if cuda != "None" else ()
-    return Machine(f"rehearsal {target}", target, (*plain.virtual, *driver), plain.installed)
 
 
 def channel_of(built: Sequence[Built], target: str) -> Channel:
@@ -65,7 +50,8 @@ def solver_pick(
         return []
     channel_of(built, target).write(scratch)
     request = Request("rehearsal", tuple(specs), (), {})
-    outcome = asyncio.run(solve(scratch, request, machine_for(target, variant)))
+    machine = machine_of(target, str(variant.get("cuda_compiler_version", "None")))
+    outcome = asyncio.run(solve(scratch, request, machine))
     if not outcome.solved:
         raise ToolError(
             f"the solver installs none of the rehearsed packages for {' '.join(specs)}: "
