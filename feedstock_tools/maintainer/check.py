@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -307,7 +308,8 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
         return [*findings, Finding("render", ".ci_support", str(exc))]
     scripted: set[str] = set()
     bases: dict[int, list[str]] = {}
-    for name, data in configs.items():
+    for number, (name, data) in enumerate(configs.items(), start=1):
+        progress(f"check: rendering the recipe for configuration {number}/{len(configs)}: {name}")
         try:
             rendered = render_recipe(recipe_dir, data)
         except (ToolError, ValueError) as exc:
@@ -332,6 +334,13 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
     if scripted:
         findings += check_staging(scripted)
     return _dedupe(findings)
+
+
+def progress(line: str) -> None:
+    """A line on a terminal's stderr while the renders run (a minute on a loaded machine); never in a pipe,
+    where the findings (or one error line) are all a caller reads."""
+    if sys.stderr.isatty():
+        print(line, file=sys.stderr, flush=True)
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
