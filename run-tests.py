@@ -13,6 +13,9 @@ Set-up, each step skipped when what it installs is present:
    them is missing or at another version;
 3. conda-forge's pinning: $CONDA_FORGE_PINNING, else ../shared/data/conda-forge-pinning beside the checkout.
 
+pytest then runs on every core (pytest-xdist: '-n auto --dist loadgroup'; the tests sharing one expensive
+fixture stay on one worker, tests/conftest.py); '-n 0' runs it in one process, '-n 4' on four.
+
 Standard library only: it runs before requirements-dev.txt is installed.
 """
 
@@ -145,6 +148,15 @@ def tree_state() -> str:
     return result.stdout
 
 
+def parallel(pytest_args: Sequence[str]) -> list[str]:
+    """xdist's options, unless the arguments choose their own (-n, --dist, -p no:xdist)."""
+    chosen = any(
+        arg.startswith(("-n", "--numprocesses", "--dist", "-pno:xdist")) or arg == "no:xdist"
+        for arg in pytest_args
+    )
+    return [] if chosen else ["-n", "auto", "--dist", "loadgroup"]
+
+
 def run(command: Sequence[str]) -> int:
     say(" ".join(command))
     return subprocess.run(list(command), cwd=ROOT, check=False).returncode
@@ -189,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if run(command) != 0:
                 return 1
     before = tree_state() if args.ci else ""
-    status = run([python, "-m", "pytest", *pytest_args])
+    status = run([python, "-m", "pytest", *parallel(pytest_args), *pytest_args])
     after = tree_state() if args.ci else ""
     if after != before:
         changed = sorted(set(before.splitlines()) ^ set(after.splitlines()))

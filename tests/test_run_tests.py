@@ -74,11 +74,11 @@ def run_script(root: Path, *args: str, env: dict[str, str] | None = None) -> sub
 
 
 def test_pytest_arguments_pass_through_and_ci_checks_the_tree(checkout: Path) -> None:
-    args = ("--no-setup", "--ci", "-q", "-p", "no:cacheprovider", "-k", "two", "tests")
+    args = ("--no-setup", "--ci", "-q", "-p", "no:cacheprovider", "-n", "0", "-k", "two", "tests")
     result = run_script(checkout, *args)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"run-tests: {sys.executable} -m ruff format --check .\n" in result.stdout
-    assert f"run-tests: {sys.executable} -m pytest -q -p no:cacheprovider -k two tests\n" in result.stdout
+    assert f"run-tests: {sys.executable} -m pytest {' '.join(args[2:])}\n" in result.stdout
     assert "1 passed, 1 deselected" in result.stdout
     left = run_script(checkout, *args, env={"WRITE_INTO_TREE": "1"})
     assert left.returncode == 1
@@ -115,6 +115,22 @@ def test_missing_debian_packages_are_installed_after_an_update(checkout: Path, t
     again = run_script(checkout, "--setup-only", env={**env, "STANDIN_MISSING": ""})
     assert "run-tests: Debian packages: all 7 present" in again.stdout
     assert [call[0] for call in map(json.loads, log.read_text().splitlines())] == ["dpkg-query"] * 7
+
+
+@pytest.mark.parametrize(
+    ("args", "added"),
+    [
+        ([], ["-n", "auto", "--dist", "loadgroup"]),
+        (["-k", "linkage", "tests/test_linkage.py"], ["-n", "auto", "--dist", "loadgroup"]),
+        (["-n", "0"], []),
+        (["-n4"], []),
+        (["--numprocesses=3"], []),
+        (["--dist=load"], []),
+        (["-p", "no:xdist"], []),
+    ],
+)
+def test_pytest_runs_on_every_core_unless_told_otherwise(args: list[str], added: list[str]) -> None:
+    assert load_script().parallel(args) == added
 
 
 def test_unmet_requirements_name_the_pin_and_what_is_installed(tmp_path: Path) -> None:
