@@ -131,7 +131,7 @@ def test_every_command_answers_the_same_selector_alike() -> None:
             lines.add(done.stderr.strip())
         assert len(lines) == 1 and len(lines.pop().splitlines()) == 1
     dry = subprocess.run(
-        [*commands["build-locally.py"], ".ci_support/osx_64_blas_implmkl.yaml"],
+        [*commands["build-locally.py"], "--build", ".ci_support/osx_64_blas_implmkl.yaml"],
         cwd=REPO, capture_output=True, text=True, check=False, env={"OSX_SDK_DIR": "/nowhere", "PATH": ""},
     )  # fmt: skip
     assert dry.returncode == 0 and "CONFIG=osx_64_blas_implmkl " in dry.stdout, dry.stderr
