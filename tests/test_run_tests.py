@@ -62,7 +62,9 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def run_script(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "CONDA_FORGE_PINNING": str(PINNING), **(env or {})}
+    # not the outer run's PYTEST_XDIST_WORKER and PYTEST_CURRENT_TEST: the inner pytest is a run of its own
+    outer = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    environment = {**outer, "CONDA_FORGE_PINNING": str(PINNING), **(env or {})}
     return subprocess.run(
         [sys.executable, str(root / "run-tests.py"), *args],
         cwd=root,
