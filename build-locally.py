@@ -5,6 +5,12 @@ Each configuration is a file in .ci_support/ (see --list). A Linux configuration
 on a Linux machine, given OSX_SDK_DIR -- is built in conda-forge's Docker image by
 .scripts/run_docker_build.sh; on a Mac, macOS configurations run .scripts/run_osx_build.sh.
 
+Where this machine cannot build the configuration (no Docker daemon, a Windows configuration on Linux,
+macOS without OSX_SDK_DIR), build-locally.py says why and runs the offline megabuild rehearsal of it
+instead: the recipe's build scripts against a small stand-in of PyTorch's build. A rehearsal builds no
+PyTorch and makes no package, and says so. --build insists on the real build (an error saying what is
+missing); --rehearse always rehearses.
+
 Choosing configurations:
   CONFIG            exact name, a unique part of a name, or a glob ('linux_64_*cuda*13.0*');
                     a glob may select several, which are then built one after another
@@ -21,8 +27,9 @@ Examples:
   OSX_SDK_DIR=SDKs ./build-locally.py osx_arm64 --dry-run        # print what would run
   ./build-locally.py 'linux_64_blas_implgeneric*2.28*' --debug --output-id 'pytorch-*'
   ./build-locally.py --rehearse                                  # the offline megabuild rehearsal
+  ./build-locally.py --build linux_64_blas_implmklc_compiler_version14  # a real build, or an error
 
-Standard library only (except --rehearse, which needs requirements-dev.txt).
+Standard library only (except the rehearsal, which needs requirements-dev.txt).
 """
 
 from __future__ import annotations
@@ -65,6 +72,15 @@ STOP_GRACE_SECONDS = 1.5 * interruption.GRACE_SECONDS
 
 class UserError(Exception):
     """A problem the user can fix: printed as one line, exit status 2."""
+
+
+class CannotBuildHere(UserError):
+    """This machine cannot build a configuration: ``reason`` says what is missing and how to get it. With
+    --build (or an option only a build has) it is the error; otherwise the rehearsal runs instead."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
@@ -177,16 +193,15 @@ def rehearsal_instead(configs: Sequence[CiConfigSummary]) -> str:
 
 def check_buildable(config: CiConfigSummary) -> None:
     if config.is_windows and platform.system() != "Windows":
-        raise UserError(
-            f"{config.name} is a Windows configuration; it can only be built on Windows "
-            f"({rehearsal_instead([config])})"
-        )
+        reason = f"{config.name} is a Windows configuration; it can only be built on Windows"
+        raise CannotBuildHere(reason, f"{reason} ({rehearsal_instead([config])})")
     if config.is_osx and platform.system() != "Darwin" and not os.environ.get("OSX_SDK_DIR"):
-        raise UserError(
+        reason = (
             f"{config.name} needs the macOS SDK on Linux: 'export OSX_SDK_DIR=$PWD/SDKs' and the build "
             "downloads it there (setting it means you accept Apple's SDK license), or point OSX_SDK_DIR at "
-            f"a directory holding MacOSX<version>.sdk; {rehearsal_instead([config])}"
+            "a directory holding MacOSX<version>.sdk"
         )
+        raise CannotBuildHere(reason, f"{reason}; {rehearsal_instead([config])}")
 
 
 def uses_docker(config: CiConfigSummary) -> bool:
@@ -196,24 +211,51 @@ def uses_docker(config: CiConfigSummary) -> bool:
 def check_docker(configs: Sequence[CiConfigSummary]) -> None:
     around = rehearsal_instead(configs)
     if shutil.which("docker") is None:
-        raise UserError(
-            f"docker not found on PATH: install Docker (https://docs.docker.com/engine/install/), {around}"
-        )
+        reason = "docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)"
+        raise CannotBuildHere(reason, f"{reason}, {around}")
     timeout = seconds_from_env("BUILD_LOCALLY_DOCKER_TIMEOUT", 30.0)  # a healthy daemon answers at once
     try:
         info = subprocess.run(
             ["docker", "info"], capture_output=True, text=True, check=False, timeout=timeout
         )
     except subprocess.TimeoutExpired:
-        raise UserError(
+        reason = (
             f"'docker info' did not answer within {timeout:g} s: the Docker daemon hangs; restart it "
-            f"(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT, {around}"
-        ) from None
-    if info.returncode != 0:
-        raise UserError(
-            "the Docker daemon is not running ('docker info' failed): "
-            f"start it, e.g. 'sudo systemctl start docker', {around}"
+            "(e.g. 'sudo systemctl restart docker') or raise BUILD_LOCALLY_DOCKER_TIMEOUT"
         )
+        raise CannotBuildHere(reason, f"{reason}, {around}") from None
+    if info.returncode != 0:
+        # a docker CLI without a daemon (a container, a machine without dockerd) fails here
+        reason = (
+            "the Docker daemon is not running ('docker info' failed): "
+            "start it, e.g. 'sudo systemctl start docker'"
+        )
+        raise CannotBuildHere(reason, f"{reason}, {around}")
+
+
+def check_can_build(configs: Sequence[CiConfigSummary]) -> None:
+    """CannotBuildHere when this machine cannot build one of ``configs`` (the first reason found)."""
+    for config in configs:
+        check_buildable(config)
+    if any(uses_docker(config) for config in configs):
+        check_docker(configs)
+
+
+# Options only a real build has: given one, the user wants that build, never a rehearsal instead.
+BUILD_ONLY = {
+    "debug": "--debug",
+    "output_id": "--output-id",
+    "prune": "--prune",
+    "cpu_count": "--cpu-count",
+    "max_jobs": "--max-jobs",
+    "debug_build": "--debug-build",
+    "rel_with_deb_info": "--rel-with-deb-info",
+    "force": "--force",
+}
+
+
+def insists_on_building(args: argparse.Namespace) -> bool:
+    return args.build or any(getattr(args, dest) for dest in BUILD_ONLY)
 
 
 # --- what runs ------------------------------------------------------------------------------------------
@@ -515,10 +557,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     run.add_argument(
         "-v", "--verbose", action="store_true", help="VERBOSE=1 build; also echo logs of sequential runs"
     )
-    run.add_argument(
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--build",
+        action="store_true",
+        help="build for real or stop with what this machine lacks (Docker, Windows, OSX_SDK_DIR); without "
+        "it, a configuration this machine cannot build is rehearsed instead",
+    )
+    mode.add_argument(
         "--rehearse",
         action="store_true",
-        help="run the offline megabuild rehearsal of CONFIG instead of a real build",
+        help="run the offline megabuild rehearsal of CONFIG (default: a linux-64 CUDA one) instead of a "
+        "real build, even where this machine could build it",
     )
     run.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -534,14 +584,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> int:
-    """The rehearsal of CONFIG, or of every configuration --all/--match choose, one after another."""
-    if args.all or args.match or args.config:
-        names: list[str | None] = [config.name for config in choose(configs, args)[0]]
-    else:
-        names = [None]  # the rehearsal's own default configuration
-    if len(names) > 1 and not args.dry_run:
-        announce([config for config in configs if config.name in names], "rehearsing")
+def rehearse(
+    args: argparse.Namespace, chosen: Sequence[CiConfigSummary] | None, instead: str | None = None
+) -> int:
+    """The rehearsal of each configuration of ``chosen`` in a row (None: the rehearsal's default one).
+    ``instead``: why this machine cannot build them, said before and after the rehearsal, with the command
+    that builds them for real."""
+    names: list[str | None] = [config.name for config in chosen] if chosen else [None]
+    if instead is not None:
+        what = names[0] if len(names) == 1 else f"these {len(names)} configurations"
+        print(
+            f"{'# ' if args.dry_run else ''}build-locally.py cannot build {what} on this machine: {instead}. "
+            "Rehearsing instead: the recipe's build scripts run offline against a small stand-in of "
+            "PyTorch's build; this builds NO PyTorch and makes no package.",
+            flush=True,
+        )
+    if chosen and len(chosen) > 1 and not args.dry_run:
+        announce(chosen, "rehearsing")
     failed = []
     for name in names:
         command = [sys.executable, "-m", "feedstock_tools", "rehearse", *([name] if name else [])]
@@ -558,7 +617,23 @@ def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> in
                 failed.append(name or "(default)")
     if failed and len(names) > 1:  # one rehearsal has said why it failed, in its own last line
         print(f"rehearsal failed for {', '.join(failed)}", file=sys.stderr)
+    if instead is not None and not args.dry_run:
+        print(
+            f"rehearsed {', '.join(n for n in names if n)} offline ({'failed' if failed else 'passed'}): "
+            "PyTorch was NOT built and no package was made; for the real build, do what the first line "
+            f"says, then: ./build-locally.py --build {build_selector(args)}",
+            flush=True,
+        )
     return 1 if failed else 0
+
+
+def build_selector(args: argparse.Namespace) -> str:
+    """How this run named its configurations, for the command that builds them for real."""
+    if args.all:
+        return "--all"
+    if args.match:
+        return f"--match {shlex.quote(args.match)}"
+    return shlex.quote(args.config) if args.config else "CONFIG"
 
 
 def announce(chosen: Sequence[CiConfigSummary], doing: str) -> None:
@@ -603,11 +678,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     # would find a broken one only after the image is pulled, the rehearsal in its own line after ours.
     check_recipe(root / "recipe")
     if args.rehearse:
-        return rehearse(args, configs)
+        default = not (args.all or args.match or args.config)  # the rehearsal's own default configuration
+        return rehearse(args, None if default else choose(configs, args)[0])
     chosen, sequential = choose(configs, args)
     if sequential and args.debug:
         raise UserError("--debug opens a shell in one build; choose a single configuration")
     check_first_pass(root / "recipe", {config.target_platform for config in chosen})
+    insists = insists_on_building(args)
+    if not insists:
+        try:
+            check_can_build(chosen)
+        except CannotBuildHere as exc:
+            return rehearse(args, chosen, instead=exc.reason)
     for config in chosen:
         check_buildable(config)
     if args.dry_run:
@@ -616,8 +698,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"# {config.name}{log}")
             print(describe(build_command(config), build_environment(config, args, root)))
         return 0
-    if any(uses_docker(config) for config in chosen):
-        check_docker(chosen)
+    if insists and any(uses_docker(config) for config in chosen):
+        check_docker(chosen)  # (without --build, check_can_build asked the daemon already)
     if sequential:
         announce(chosen, "building")
         return run_sequence(chosen, args, root)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,39 @@ HOST_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # The rehearsal's own venv cache (``python -m feedstock_tools rehearse`` with the default work root), so the
 # templates are made once for the command line and every test.
 VENV_CACHE = DEFAULT_WORK_ROOT / ".cache"
+
+
+# Shared fixtures that stay per process under xdist: cheap to make again (the venv templates are cached on
+# disk), so their tests may run on any worker.
+CHEAP_SHARED = {"host_pythons"}
+
+
+def shared_fixtures(info: Any, name: str) -> list[Any]:
+    """The definitions of ``name`` that this suite makes once per process (module or session scope; pytest's
+    own, such as tmp_path_factory, have no baseid)."""
+    return [
+        d
+        for d in info.name2fixturedefs.get(name, ())
+        if d.baseid and d.scope in ("module", "session") and name not in CHEAP_SHARED
+    ]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2 --dist loadgroup``, pyproject.toml) a module- or session-scoped fixture is
+    made once per worker: every test using one (a rehearsal, the laid-out wheel) goes into an xdist group
+    named after it (after the first it is built from, for a chain of them), so one worker makes it once.
+    A test marked with a group of its own keeps it."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+
+        heavy = {name: shared_fixtures(info, name) for name in item.fixturenames}
+        heavy = {name: definitions for name, definitions in heavy.items() if definitions}
+        roots = [name for name, defs in heavy.items() if not any(set(d.argnames) & set(heavy) for d in defs)]
+        if roots:
+            item.add_marker(pytest.mark.xdist_group(roots[0]))
 
 
 @dataclass(frozen=True)

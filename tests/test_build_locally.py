@@ -5,6 +5,10 @@ call's arguments and environment in a JSON-lines file, answers ``docker info`` (
 stopped daemon, or hangs to play a stuck one), and for ``docker run`` does what the build container's
 last steps do -- writes a package into build_artifacts/ and the done-marker (after DOCKER_STANDIN_SILENT
 seconds of silence) -- or fails for the configurations listed in DOCKER_STANDIN_FAIL.
+
+Where this machine cannot build (no docker, a stopped daemon, a Windows configuration on Linux),
+build-locally.py runs ``python -m feedstock_tools rehearse`` instead; in the copy here that is a test double
+too (REHEARSAL_STANDIN_SOURCE), which records its arguments and fails for REHEARSAL_STANDIN_FAIL.
 """
 
 from __future__ import annotations
@@ -72,6 +76,16 @@ sys.exit(0)
 '''
 
 
+REHEARSAL_STANDIN_SOURCE = '''"""Test double of python -m feedstock_tools (tests/test_build_locally.py)."""
+import json, os, sys
+from pathlib import Path
+with (Path(__file__).parent / "calls.jsonl").open("a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+print(f"stand-in rehearsal of {sys.argv[-1]}", flush=True)
+sys.exit(1 if os.environ.get("REHEARSAL_STANDIN_FAIL") else 0)
+'''
+
+
 @dataclass
 class Feedstock:
     """A copy of the CI layer in a temporary directory, with the stand-in docker first on PATH."""
@@ -95,6 +109,10 @@ class Feedstock:
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def rehearsal_calls(self) -> list[list[str]]:
+        log = self.root / "feedstock_tools" / "calls.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 @pytest.fixture
@@ -128,6 +146,7 @@ def feedstock(tmp_path: Path) -> Feedstock:
     for name in ("meta.yaml", "conda_build_config.yaml"):
         (root / "recipe").mkdir(exist_ok=True)
         shutil.copy2(REPO / "recipe" / name, root / "recipe" / name)
+    (root / "feedstock_tools" / "__main__.py").write_text(REHEARSAL_STANDIN_SOURCE)
     # the build driver's signal discipline, which build-locally.py shares
     shutil.copytree(REPO / "recipe" / "megabuild", root / "recipe" / "megabuild")
     bin_dir = tmp_path / "bin"
@@ -416,18 +435,18 @@ ERRORS: dict[str, tuple[list[str], Callable[[Feedstock, Path], dict[str, str]], 
     ),
     "ambiguous": (["linux_64"], lambda f, t: {}, "error: 'linux_64' matches 6 configurations ("),
     "osx-sdk": (
-        ["osx_arm64"],
+        ["osx_arm64", "--build"],
         lambda f, t: {},
         "error: osx_arm64_ needs the macOS SDK on Linux: 'export OSX_SDK_DIR=$PWD/SDKs' and the build "
         "downloads it there",
     ),
     "no-docker": (
-        [LINUX_NAMES[0]],
+        [LINUX_NAMES[0], "--build"],
         without_docker,
         "error: docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)",
     ),
     "daemon-down": (
-        [LINUX_NAMES[0]],
+        [LINUX_NAMES[0], "--build"],
         lambda f, t: {"DOCKER_STANDIN_DAEMON": "down"},
         "error: the Docker daemon is not running ('docker info' failed): start it",
     ),
@@ -443,13 +462,14 @@ def test_errors_are_one_line(feedstock: Feedstock, tmp_path: Path, case: str) ->
     if case in ("osx-sdk", "no-docker", "daemon-down"):  # the way around: the offline rehearsal
         assert f"or rehearse it offline: ./build-locally.py --rehearse {args[0]}" in error_of(result)
     assert not any(call["argv"][0] == "run" for call in feedstock.docker_calls())
+    assert feedstock.rehearsal_calls() == []  # --build: never a rehearsal instead
 
 
 def test_windows_configuration_on_linux(feedstock: Feedstock) -> None:
     """The feedstock's own win-64 configurations (.scripts/run_win_build.bat builds them on Windows)."""
     name = "win_64_cuda_compiler_versionNone"
     assert (feedstock.root / ".ci_support" / f"{name}.yaml").is_file()
-    message = error_of(feedstock.run(name))
+    message = error_of(feedstock.run(name, "--build"))
     assert message == (
         f"error: {name} is a Windows configuration; it can only be built on Windows "
         f"(or rehearse it offline: ./build-locally.py --rehearse {name})"
@@ -469,12 +489,78 @@ def test_rehearse_runs_the_rehearsal_subcommand(feedstock: Feedstock) -> None:
     assert result.stdout.strip() == f"{sys.executable} -m feedstock_tools rehearse {name}"
 
 
+# --- where this machine cannot build: the rehearsal instead, saying so (issue 29) ---------------------------
+
+
+CANNOT_BUILD: dict[str, tuple[str, Callable[[Feedstock, Path], dict[str, str]], str]] = {
+    "no-docker": (
+        LINUX_NAMES[0],
+        without_docker,
+        "docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)",
+    ),
+    # what a docker CLI without a daemon does (this project's machines: 'docker info' exits 1)
+    "daemon-down": (
+        LINUX_NAMES[0],
+        lambda f, t: {"DOCKER_STANDIN_DAEMON": "down"},
+        "the Docker daemon is not running ('docker info' failed): "
+        "start it, e.g. 'sudo systemctl start docker'",
+    ),
+    "windows": (
+        "win_64_cuda_compiler_versionNone",
+        lambda f, t: {},
+        "win_64_cuda_compiler_versionNone is a Windows configuration; it can only be built on Windows",
+    ),
+}
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["passes", "fails"])
+@pytest.mark.parametrize("case", sorted(CANNOT_BUILD))
+def test_where_it_cannot_build_it_rehearses_and_says_it_built_nothing(
+    feedstock: Feedstock, tmp_path: Path, case: str, fails: bool
+) -> None:
+    name, make_env, reason = CANNOT_BUILD[case]
+    env = {**make_env(feedstock, tmp_path), **({"REHEARSAL_STANDIN_FAIL": "1"} if fails else {})}
+    result = feedstock.run(name, extra_env=env)
+    assert result.returncode == (1 if fails else 0), result.stderr
+    assert result.stdout.splitlines() == [
+        f"build-locally.py cannot build {name} on this machine: {reason}. Rehearsing instead: the recipe's "
+        "build scripts run offline against a small stand-in of PyTorch's build; this builds NO PyTorch and "
+        "makes no package.",
+        f"stand-in rehearsal of {name}",
+        f"rehearsed {name} offline ({'failed' if fails else 'passed'}): PyTorch was NOT built and no package "
+        f"was made; for the real build, do what the first line says, then: ./build-locally.py --build {name}",
+    ]
+    assert result.stderr == (f"rehearsal failed for {name}\n" if fails else "")
+    assert feedstock.rehearsal_calls() == [["rehearse", name]]
+    assert not any(call["argv"][0] == "run" for call in feedstock.docker_calls())
+    assert not (feedstock.root / "build_artifacts").exists()
+
+
+def test_an_option_only_a_build_has_never_falls_back_to_the_rehearsal(feedstock: Feedstock) -> None:
+    result = feedstock.run(LINUX_NAMES[0], "--cpu-count", "2", extra_env={"DOCKER_STANDIN_DAEMON": "down"})
+    assert error_of(result).startswith("error: the Docker daemon is not running ('docker info' failed)")
+    assert feedstock.rehearsal_calls() == []
+
+
+def test_dry_run_shows_the_rehearsal_it_would_run_instead(feedstock: Feedstock) -> None:
+    result = feedstock.run(
+        "--match", "linux_aarch64_*", "--dry-run", extra_env={"DOCKER_STANDIN_DAEMON": "down"}
+    )
+    assert result.returncode == 0, result.stderr
+    comment, *commands = result.stdout.splitlines()
+    assert comment.startswith("# build-locally.py cannot build these 4 configurations on this machine: the")
+    aarch64 = [name for name in CONFIG_NAMES if name.startswith("linux_aarch64_")]
+    assert commands == [f"{sys.executable} -m feedstock_tools rehearse {name}" for name in aarch64]
+    assert feedstock.rehearsal_calls() == []
+
+
 # --- faults (issue 13): one-line errors, no hangs, no shared logs or markers -----------------------------
 
 
 def test_hung_docker_daemon_times_out(feedstock: Feedstock) -> None:
     result = feedstock.run(
         LINUX_NAMES[0],
+        "--build",
         extra_env={"DOCKER_STANDIN_DAEMON": "hang", "BUILD_LOCALLY_DOCKER_TIMEOUT": "1"},
     )
     assert result.returncode == 2

@@ -14,6 +14,8 @@ from feedstock_tools.ci.ci_files import summarize
 from feedstock_tools.common.config_selector import (
     ConfigFilter,
     SelectionError,
+    kept_files,
+    resolve_by_fields,
     resolve_files,
     resolve_one,
     select,
@@ -95,6 +97,24 @@ def test_filters_by_platform_cuda_and_blas() -> None:
         kept(platform="osx-64", cuda="12.9")
 
 
+def test_files_by_fields_with_a_preference() -> None:
+    """The files a filter keeps, and the one configuration of a target (wheel-layout's choice): the first
+    filter that keeps any decides, and it must keep exactly one."""
+    assert kept_files(CI_SUPPORT, ConfigFilter(), summarize) == sorted(CI_SUPPORT.glob("*.yaml"))
+    osx_64 = [CI_SUPPORT / f"{name}.yaml" for name in NAMES if name.startswith("osx_64")]
+    assert kept_files(CI_SUPPORT, ConfigFilter(platform="osx-64"), summarize) == osx_64
+
+    def one(platform: str, blas_first: str) -> str:
+        preferred = [ConfigFilter(platform, "cpu", blas_first), ConfigFilter(platform, "cpu")]
+        return resolve_by_fields(CI_SUPPORT, preferred, summarize, "--config").stem
+
+    assert one("osx-64", "mkl") == "osx_64_blas_implmkl"
+    assert one("osx-64", "generic") == "osx_64_blas_implgeneric"
+    assert one("win-64", "generic") == "win_64_cuda_compiler_versionNone"  # no generic build: the next filter
+    with pytest.raises(SelectionError, match=r"^2 configurations in .* \(osx_64_blas_implgeneric, osx_64_bl"):
+        resolve_by_fields(CI_SUPPORT, [ConfigFilter("osx-64", "cpu")], summarize, "--config")
+
+
 def test_every_command_answers_the_same_selector_alike() -> None:
     """build-locally.py, rehearse and render: the same error line for a selector that names nothing or
     several, and the same choice for one that names one."""
@@ -111,7 +131,7 @@ def test_every_command_answers_the_same_selector_alike() -> None:
             lines.add(done.stderr.strip())
         assert len(lines) == 1 and len(lines.pop().splitlines()) == 1
     dry = subprocess.run(
-        [*commands["build-locally.py"], ".ci_support/osx_64_blas_implmkl.yaml"],
+        [*commands["build-locally.py"], "--build", ".ci_support/osx_64_blas_implmkl.yaml"],
         cwd=REPO, capture_output=True, text=True, check=False, env={"OSX_SDK_DIR": "/nowhere", "PATH": ""},
     )  # fmt: skip
     assert dry.returncode == 0 and "CONFIG=osx_64_blas_implmkl " in dry.stdout, dry.stderr

@@ -1,4 +1,5 @@
-"""feedstock_tools imports only downward between its sub-packages, and no module imports itself back.
+"""feedstock_tools imports only downward between its sub-packages; no module of it or of the build driver
+(recipe/megabuild) imports itself back.
 
 The layers (docs/architecture.md): ``common`` <- ``conda`` <- ``ci`` <- {``maintainer``, ``proofs``} <-
 ``release``. A module
@@ -19,6 +20,8 @@ import pytest
 
 PACKAGE = "feedstock_tools"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
+# The build driver conda-build runs (standard library only, no layers): it must have no import circle either.
+DRIVER_DIR = Path(__file__).resolve().parents[1] / "recipe" / "megabuild"
 LAYERS = {"common": 0, "conda": 1, "ci": 2, "maintainer": 3, "proofs": 3, "release": 4}
 CLI_LAYER = 5  # feedstock_tools/__main__.py
 
@@ -47,6 +50,7 @@ def module_paths(package_dir: Path) -> dict[str, Path]:
 
 def imports_of(path: Path, package_dir: Path, modules: dict[str, Path]) -> Iterator[Import]:
     """Every import of a module of the package in ``path``, resolved to the module it loads."""
+    package = package_dir.name
     importer = module_name(path, package_dir)
     is_package = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -66,7 +70,7 @@ def imports_of(path: Path, package_dir: Path, modules: dict[str, Path]) -> Itera
         else:
             continue
         for target in targets:
-            if target == PACKAGE or target.startswith(f"{PACKAGE}."):
+            if target == package or target.startswith(f"{package}."):
                 yield Import(importer, target, path.relative_to(package_dir.parent), node.lineno)
 
 
@@ -139,8 +143,9 @@ def test_imports_go_only_downward() -> None:
     assert layer_violations(PACKAGE_DIR) == []
 
 
-def test_no_import_circles() -> None:
-    assert import_cycles(PACKAGE_DIR) == []
+@pytest.mark.parametrize("package_dir", [PACKAGE_DIR, DRIVER_DIR], ids=lambda path: path.name)
+def test_no_import_circles(package_dir: Path) -> None:
+    assert import_cycles(package_dir) == []
 
 
 @pytest.fixture
@@ -178,3 +183,15 @@ def test_a_circle_is_found_even_behind_type_checking(package_copy: Path) -> None
     assert import_cycles(package_copy) == [
         ["feedstock_tools.ci.ci_config", "feedstock_tools.ci.ci_workflow", "feedstock_tools.ci.ci_config"]
     ]
+
+
+def test_a_circle_in_the_build_driver_is_found(tmp_path: Path) -> None:
+    """recipe/megabuild imports by absolute name (``from megabuild.x import ...``), also inside functions."""
+    copy = tmp_path / "megabuild"
+    shutil.copytree(DRIVER_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = copy / "cmake_cache.py"
+    cache.write_text(cache.read_text() + "\n\ndef _late() -> None:\n    from megabuild import passes\n")
+    cycles = import_cycles(copy)
+    assert cycles and all(
+        "megabuild.cmake_cache" in cycle and "megabuild.passes" in cycle for cycle in cycles
+    )

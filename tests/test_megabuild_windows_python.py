@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from megabuild.cmake_cache import CMakeCache
 from megabuild.python_target import PythonFacts, RetargetError, facts_from_cache, retarget
-from megabuild.windows_python import old_spellings
+from megabuild.windows_python import old_spellings, retarget_windows
 
 PREFIX = "C:\\bld\\pytorch_1732\\h_env"  # conda-build's host prefix: the same path for every output
 VERSIONS = {10: 16, 11: 11, 12: 8, 13: 1, 14: 0}  # 3.X -> a patch release
@@ -122,7 +122,7 @@ def test_retarget_between_every_pair_of_pythons(old: int, new: int, tmp_path: Pa
     before = facts_from_cache(cache)
     assert before.version == (3, old, VERSIONS[old]) and before.ext_suffix == f".cp3{old}-win_amd64.pyd"
     target = windows_facts(new, tmp_path)
-    changes = {c.key: c for c in retarget(cache, target, windows=True, strict=True, python_root=tmp_path)}
+    changes = {c.key: c for c in retarget_windows(cache, target, tmp_path, strict=True)}
     assert cache.get("PYTHON_MODULE_EXTENSION") == f".cp3{new}-win_amd64.pyd"
     # the same path in every output: no change, and said so by the absence of a change
     assert cache.get("Python_EXECUTABLE") == f"{PREFIX}\\python.exe" and "Python_EXECUTABLE" not in changes
@@ -142,7 +142,7 @@ def test_retarget_between_every_pair_of_pythons(old: int, new: int, tmp_path: Pa
 def test_numpy_1_include_dir_becomes_numpy_2s(tmp_path: Path) -> None:
     """bld.bat's last sed line: numpy\\core\\include (numpy 1.x) -> numpy\\_core\\include."""
     cache = CMakeCache.parse(windows_cache(12, numpy_dir="core"))
-    retarget(cache, windows_facts(13, tmp_path), windows=True, strict=True, python_root=tmp_path)
+    retarget_windows(cache, windows_facts(13, tmp_path), tmp_path, strict=True)
     assert cache.get("Python_NumPy_INCLUDE_DIR") == f"{PREFIX}\\Lib\\site-packages\\numpy\\_core\\include"
 
 
@@ -156,7 +156,7 @@ def test_an_unknown_python_shaped_entry_stops_a_strict_retarget(tmp_path: Path) 
         match=r"1 cache entry spell Python 3\.12 but the Windows retarget does not know them, first "
         r"ONNX_PY_LIB='C:/x/libs/Python312\.lib': name it in recipe/megabuild/windows_python\.py",
     ):
-        retarget(cache, windows_facts(13, tmp_path), windows=True, strict=True, python_root=tmp_path)
+        retarget_windows(cache, windows_facts(13, tmp_path), tmp_path, strict=True)
     assert cache.render() == text  # refused before any edit
 
 
@@ -165,7 +165,7 @@ def test_without_strict_the_unknown_entry_is_substituted_and_named(
 ) -> None:
     extra = "ONNX_PY_LIB:FILEPATH=C:/x/libs/Python312.lib\nPY_TAG:STRING=cp312;v3.12.8;Python;3;12;8;64\n"
     cache = CMakeCache.parse(windows_cache(12).replace("CUDA_VERSION_STRING", extra + "CUDA_VERSION_STRING"))
-    retarget(cache, windows_facts(14, tmp_path), windows=True, strict=False, python_root=tmp_path)
+    retarget_windows(cache, windows_facts(14, tmp_path), tmp_path, strict=False)
     assert cache.get("ONNX_PY_LIB") == "C:/x/libs/Python314.lib"  # the case of "Python" kept, as sed does
     assert cache.get("PY_TAG") == "cp314;v3.14.0;Python;3;14;0;64"
     assert "2 unknown cache entries spell Python 3.12 (ONNX_PY_LIB, PY_TAG)" in capsys.readouterr().out
@@ -180,7 +180,7 @@ def test_a_target_without_its_import_library_is_refused(tmp_path: Path) -> None:
         r"python 3\.13 .* to the host requirements",
     ):
         target = windows_facts(13, tmp_path, with_library=False)
-        retarget(cache, target, windows=True, strict=True, python_root=tmp_path)
+        retarget_windows(cache, target, tmp_path, strict=True)
     assert cache.render() == text
 
 

@@ -16,6 +16,7 @@ from feedstock_tools.conda.recipe_render import (
     hash_of,
     load_variant_config,
     render_recipe,
+    render_variant_data,
 )
 
 KEYS = (
@@ -204,6 +205,22 @@ def test_a_key_the_variant_lacks_is_a_clear_error(toy_recipe):
     config = {key: value for key, value in TOY_CONFIG.items() if key != "python"}
     with pytest.raises(ToolError, match="'CONDA_PY' is undefined"):
         render_recipe(toy_recipe, config)
+
+
+def test_a_partial_variant_renders_leniently_as_data(toy_recipe):
+    """``deps``' reading of requirement lines: the one renderer, a partial variant, a missing name empty."""
+    variant = {"blas_impl": "skipme"}  # no python: CONDA_PY is undefined
+    data = render_variant_data(toy_recipe, "linux-64", variant)
+    libtoy, pytoy = data["outputs"]
+    assert data["package"] == {"name": "toy-split", "version": "1.2.3"}
+    assert libtoy["build"]["string"] == "skipme_h1234567_4"  # the top level's number, as conda-build's
+    assert data["requirements"] == libtoy["requirements"] == {"host": ["libprotobuf"]}  # no pin inserted
+    # no output is split off: a sibling's pin is the placeholder of conda-build's first render
+    assert libtoy["build"]["run_exports"] == ["libtoy >=0,<1.0a0"]
+    assert pytoy["build"] == {"string": "py_h1234567_4", "skip": True}
+    assert pytoy["requirements"]["run"] == ["python", "libtoy 0 1234567"]
+    with pytest.raises(ToolError, match="'CONDA_PY' is undefined"):  # the strict render of the same
+        render_recipe(toy_recipe, {key: [value] for key, value in variant.items()}, subdir="linux-64")
 
 
 def test_cli_prints_outputs_in_build_order(toy_recipe, tmp_path, capsys):

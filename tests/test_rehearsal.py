@@ -79,7 +79,13 @@ def alternative_cuda_rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehe
     return _rehearse(_config(cuda=True), tmp_path_factory.mktemp("rehearsal-alternative"), alternative=True)
 
 
-@pytest.fixture(params=["cuda", "cpu", "alternative_cuda"])
+# each configuration's tests run where its rehearsal is (the xdist group named after its fixture, conftest.py)
+@pytest.fixture(
+    params=[
+        pytest.param(kind, marks=pytest.mark.xdist_group(f"{kind}_rehearsal"))
+        for kind in ("cuda", "cpu", "alternative_cuda")
+    ]
+)
 def rehearsal(request: pytest.FixtureRequest) -> Rehearsal:
     return request.getfixturevalue(f"{request.param}_rehearsal")
 

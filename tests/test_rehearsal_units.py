@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -187,9 +188,65 @@ def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> N
 def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
     target: str, cuda: str, expected: tuple[str, ...]
 ) -> None:
-    from feedstock_tools.proofs.rehearsal.solver_pick import machine_for
+    from feedstock_tools.proofs.solve_check import machine_of
 
-    assert machine_for(target, {"cuda_compiler_version": cuda}).virtual == expected
+    assert machine_of(target, cuda).virtual == expected
+
+
+def test_every_configuration_has_its_machine_in_the_solve_table() -> None:
+    """The solver pick of any configuration's rehearsal finds its machine (solve_requests.yaml), and a
+    table without it is one line naming the row to add."""
+    from feedstock_tools.ci.ci_files import summarize
+    from feedstock_tools.proofs.solve_check import machine_of
+
+    for path in sorted(CI_SUPPORT.glob("*.yaml")):
+        config = summarize(path)
+        cuda = "None" if config.cuda == "CPU" else config.cuda
+        machine = machine_of(config.target_platform, cuda)
+        assert machine.subdir == config.target_platform
+        assert [v for v in machine.virtual if v.startswith("__cuda=")] == (
+            [] if cuda == "None" else [f"__cuda={cuda}=0"]
+        )
+    with pytest.raises(ToolError, match=r"has no machine named 'linux-64 cuda9\.9' \(subdir linux-64\): add"):
+        machine_of("linux-64", "9.9")
+
+
+def test_making_a_venv_template_shows_progress_and_a_wait_for_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first run makes the templates for minutes, or waits for another run making them: it says so."""
+    import fcntl
+    import threading
+
+    from feedstock_tools.proofs.rehearsal import prefixes
+
+    def make(template: Path, *_: object) -> None:  # stands in for venv + pip: only the progress is tested
+        template.mkdir(parents=True)
+        (template / ".complete").write_text("ok\n")
+
+    monkeypatch.setattr(prefixes, "_make_venv_template", make)
+    lines: list[str] = []
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with (cache / ".lock").open("w") as held:  # another run holds the cache lock
+        fcntl.flock(held, fcntl.LOCK_EX)
+        maker = threading.Thread(
+            target=prefixes.venv_template, args=(cache, "3.12", tmp_path / "log", (), lines.append)
+        )
+        maker.start()
+        for _ in range(600):
+            if lines:
+                break
+            threading.Event().wait(0.05)
+        fcntl.flock(held, fcntl.LOCK_UN)
+    maker.join(timeout=300)
+    assert lines[0] == f"      waiting for another run that holds {cache / '.lock'} ..."
+    assert lines[1] == f"      making it once (pip from PyPI; log {tmp_path / 'log'}) ..."
+    assert re.fullmatch(r"      made venv-3\.12-\S+ in \d+ s", lines[2])
+    assert len(lines) == 3
+    again: list[str] = []
+    prefixes.venv_template(cache, "3.12", tmp_path / "log", (), again.append)
+    assert again == []  # made: nothing to say
 
 
 def test_the_exit_status_is_made_of_every_verdict(tmp_path: Path) -> None:

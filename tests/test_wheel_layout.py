@@ -284,39 +284,45 @@ def patched_cpp_extension(merged: MergedEnvironment, directory: Path) -> Path:
     return directory / "torch" / "utils" / "cpp_extension.py"
 
 
-# Runs a cpp_extension.py's code as the real torch.utils.cpp_extension (same __file__, so its _TORCH_PATH is
-# the installed torch) and prints its paths. argv: the code's file, the sysconfig prefix to report
-# (cross-python's host prefix; "" keeps the real one), CUDA_HOME, and the machine os.uname() reports (a test
-# double of an aarch64 machine where given; "" keeps the real one).
+# Runs cpp_extension.py code as the real torch.utils.cpp_extension (same __file__, so its _TORCH_PATH is the
+# installed torch) and prints its paths, for each request of argv[1] (JSON: one import of torch for all):
+# the code's file, the sysconfig prefix to report (cross-python's host prefix; "" keeps the real one),
+# CUDA_HOME, and the machine os.uname() reports (a test double of an aarch64 machine where given; "" keeps
+# the real one).
 PATHS_PROBE = r"""
 import importlib.machinery, importlib.util, json, os, sys, sysconfig
 import torch, torch.utils
-module_file, prefix, cuda_home, machine = sys.argv[1:5]
-if prefix:
-    real = sysconfig.get_config_var
-    sysconfig.get_config_var = lambda name: prefix if name == "prefix" else real(name)
-name = "torch.utils.cpp_extension"
+real_config_var, real_uname = sysconfig.get_config_var, os.uname
 installed = os.path.join(os.path.dirname(torch.utils.__file__), "cpp_extension.py")
-loader = importlib.machinery.SourceFileLoader(name, module_file)
-spec = importlib.util.spec_from_file_location(name, installed, loader=loader)
-module = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = module
-spec.loader.exec_module(module)
-if machine:  # after the import: only the paths' own os.uname() call sees the stand-in machine
-    real_uname = os.uname()
-    os.uname = lambda: os.uname_result((*real_uname[:4], machine))
-module.CUDA_HOME = cuda_home or None  # a CPU torch never asks; conda's nvcc in $PREFIX/bin would give this
-out = {"cpu": module.include_paths("cpu")}
-if cuda_home:
-    out.update(cuda=module.include_paths("cuda"), lib=module.library_paths("cuda"))
-print(json.dumps(out))
+answers = []
+for module_file, prefix, cuda_home, machine in json.loads(sys.argv[1]):
+    sysconfig.get_config_var = real_config_var
+    os.uname = real_uname
+    if prefix:
+        def config_var(name, prefix=prefix):
+            return prefix if name == "prefix" else real_config_var(name)
+        sysconfig.get_config_var = config_var
+    name = "torch.utils.cpp_extension"
+    loader = importlib.machinery.SourceFileLoader(name, module_file)
+    spec = importlib.util.spec_from_file_location(name, installed, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    if machine:  # after the import: only the paths' own os.uname() call sees the stand-in machine
+        uname = real_uname()
+        os.uname = lambda machine=machine: os.uname_result((*uname[:4], machine))
+    module.CUDA_HOME = cuda_home or None  # a CPU torch never asks; conda's nvcc in $PREFIX/bin gives this
+    out = {"cpu": module.include_paths("cpu")}
+    if cuda_home:
+        out.update(cuda=module.include_paths("cuda"), lib=module.library_paths("cuda"))
+    answers.append(out)
+print(json.dumps(answers))
 """
 
 
-def cpp_extension_paths(
-    merged, module_file: Path, prefix: str = "", cuda_home: str = "", machine: str = ""
-) -> dict:
-    ran = run_clean([merged.python, "-c", PATHS_PROBE, module_file, prefix, cuda_home, machine])
+def cpp_extension_paths_of(merged, *requests: tuple[Path, str, str, str]) -> list[dict]:
+    """The paths for each (module file, prefix, CUDA_HOME, machine), in one Python that imports torch once."""
+    ran = run_clean([merged.python, "-c", PATHS_PROBE, json.dumps([[str(r[0]), *r[1:]] for r in requests])])
     assert ran.returncode == 0, ran.stderr
     return json.loads(ran.stdout.splitlines()[-1])
 
@@ -331,17 +337,15 @@ def test_patch_0015_adds_the_cuda_toolkit_of_a_conda_environment(merged, tmp_pat
     (target / "include" / "cuda_runtime_api.h").write_text("/* cuda-cudart-dev */\n")
     (target / "lib" / "stubs").mkdir(parents=True)
     (conda / "lib").mkdir()
-    before = cpp_extension_paths(merged, original, cuda_home=str(conda))
-    after = cpp_extension_paths(merged, patched, cuda_home=str(conda))
+    plain = tmp_path / "usr-local-cuda"  # a toolkit laid out the NVIDIA way (no targets/)
+    (plain / "include").mkdir(parents=True)
+    before, after, plain_before, plain_after = cpp_extension_paths_of(
+        merged, *((module, "", str(home), "") for home in (conda, plain) for module in (original, patched))
+    )
     assert str(target / "include") not in before["cuda"]
     assert after["cuda"] == [*before["cuda"], str(target / "include")]
     assert after["lib"] == [*before["lib"], str(target / "lib"), str(target / "lib" / "stubs")]
-    # a toolkit laid out the NVIDIA way (no targets/) gets nothing added
-    plain = tmp_path / "usr-local-cuda"
-    (plain / "include").mkdir(parents=True)
-    assert cpp_extension_paths(merged, patched, cuda_home=str(plain)) == cpp_extension_paths(
-        merged, original, cuda_home=str(plain)
-    )
+    assert plain_after == plain_before  # gets nothing added
 
 
 def test_patch_0015_finds_the_toolkit_of_either_aarch64_kind(merged, tmp_path) -> None:
@@ -350,18 +354,24 @@ def test_patch_0015_finds_the_toolkit_of_either_aarch64_kind(merged, tmp_path) -
     at run time, so no build-time value is written into the file."""
     patched = patched_cpp_extension(merged, tmp_path / "patched")
     original = merged.sp_dir / "torch" / "utils" / "cpp_extension.py"
-    for kind in ("sbsa-linux", "aarch64-linux"):
+    kinds = ("sbsa-linux", "aarch64-linux")
+    for kind in kinds:
         conda = tmp_path / kind  # test double of that environment's layout
-        target = conda / "targets" / kind
-        (target / "include").mkdir(parents=True)
-        (target / "include" / "cuda_runtime_api.h").write_text("/* cuda-cudart-dev */\n")
+        (conda / "targets" / kind / "include").mkdir(parents=True)
+        (conda / "targets" / kind / "include" / "cuda_runtime_api.h").write_text("/* cuda-cudart-dev */\n")
         (conda / "lib").mkdir()
-        before = cpp_extension_paths(merged, original, cuda_home=str(conda), machine="aarch64")
-        after = cpp_extension_paths(merged, patched, cuda_home=str(conda), machine="aarch64")
+    requests = [
+        (module, "", str(tmp_path / kind), machine)
+        for kind in kinds
+        for module, machine in ((original, "aarch64"), (patched, "aarch64"), (patched, "x86_64"))
+    ]
+    answers = iter(cpp_extension_paths_of(merged, *requests))
+    for kind in kinds:
+        target = tmp_path / kind / "targets" / kind
+        before, after, x86 = next(answers), next(answers), next(answers)
         assert after["cuda"] == [*before["cuda"], str(target / "include")], kind
         assert after["lib"] == [*before["lib"], str(target / "lib"), str(target / "lib" / "stubs")], kind
         # an x86_64 machine never reads an aarch64 layout
-        x86 = cpp_extension_paths(merged, patched, cuda_home=str(conda), machine="x86_64")
         assert str(target / "include") not in x86["cuda"], kind
 
 
@@ -401,10 +411,21 @@ def test_include_link_in_a_cross_build_both_ways(merged, tmp_path) -> None:
     shutil.copytree(merged.env / "include", host / "include", symlinks=True, copy_function=shutil.copy)
     build_include = merged.sp_dir / "torch" / "include"  # -> merged.env/include, the build machine's
 
+    original = merged.sp_dir / "torch" / "utils" / "cpp_extension.py"
+    patched_module = patched_cpp_extension(merged, tmp_path / "patched")
+    unpatched, patched, native_patched, native_original = (
+        answer["cpu"]
+        for answer in cpp_extension_paths_of(
+            merged,
+            (original, str(host), "", ""),
+            (patched_module, str(host), "", ""),
+            (patched_module, "", "", ""),
+            (original, "", "", ""),
+        )
+    )
+
     # 1. the link as upstream's include_paths uses it: compiles, but every torch header is the build
     #    machine's (its generated ATen/Config.h, cmake_macros.h describe the build platform)
-    original = merged.sp_dir / "torch" / "utils" / "cpp_extension.py"
-    unpatched = cpp_extension_paths(merged, original, prefix=str(host))["cpu"]
     assert unpatched == [str(build_include), str(build_include / "torch" / "csrc" / "api" / "include")]
     deps = compile_small_extension(unpatched, host / "include", tmp_path, "-M")
     assert deps.returncode == 0, deps.stderr
@@ -419,8 +440,6 @@ def test_include_link_in_a_cross_build_both_ways(merged, tmp_path) -> None:
 
     # 3. the decision: keep the link, and patch 0015 makes include_paths use the target prefix's headers
     #    alone in a cross build; it compiles, from the target's headers only
-    patched_module = patched_cpp_extension(merged, tmp_path / "patched")
-    patched = cpp_extension_paths(merged, patched_module, prefix=str(host))["cpu"]
     assert patched == [str(host / "include"), str(host / "include" / "torch" / "csrc" / "api" / "include")]
     deps = compile_small_extension(patched, host / "include", tmp_path, "-M")
     assert torch_headers_used(deps.stdout) == {str(host)}
@@ -428,4 +447,4 @@ def test_include_link_in_a_cross_build_both_ways(merged, tmp_path) -> None:
     assert compiled.returncode == 0, compiled.stderr[-2000:]
 
     # natively (sysconfig's prefix is the environment the link points into) nothing changes
-    assert cpp_extension_paths(merged, patched_module)["cpu"] == cpp_extension_paths(merged, original)["cpu"]
+    assert native_patched == native_original

@@ -18,13 +18,15 @@ names ``None`` itself: ``'linux_64*cuda*'`` selects the CUDA builds only, ``'lin
 builds, ``'*versionNone*'`` still works. The exact name and a path are taken as written.
 
 :class:`ConfigFilter` narrows by the fields people think in (platform, CUDA version, BLAS), for
-``--list`` and ``--all``. Standard library only: build-locally.py uses it.
+``--list`` and ``--all``; :func:`kept_files` and :func:`resolve_by_fields` apply it to a folder's files
+(the rehearsal's filters, and the configuration of a wheel's target in ``wheel-layout``). Standard library
+only: build-locally.py uses it.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -187,6 +189,43 @@ class ConfigFilter:
     def describe(self) -> str:
         named = (("platform", self.platform), ("CUDA", self.cuda), ("BLAS", self.blas))
         return ", ".join(f"{name} {value}" for name, value in named if value is not None)
+
+
+Summarize = Callable[[Path], Fields]  # feedstock_tools.ci.ci_files.summarize (a layer above this one)
+
+
+def kept_files(folder: Path, only: ConfigFilter, summarize: Summarize) -> list[Path]:
+    """The configuration files of ``folder`` that ``only`` keeps (all of them with no filter), by name."""
+    files = configuration_files(folder)
+    if not only:
+        return files
+    kept = {config.name for config in only.apply([summarize(path) for path in files])}
+    return [path for path in files if path.stem in kept]
+
+
+def resolve_by_fields(
+    folder: Path, preferred: Sequence[ConfigFilter], summarize: Summarize, choose_with: str
+) -> Path:
+    """The one configuration of ``folder`` kept by the first filter of ``preferred`` that keeps any (e.g.
+    generic BLAS first, else any BLAS); none or several is a SelectionError naming them and ``choose_with``,
+    the option that names one instead."""
+    files = configuration_files(folder)
+    configs = [summarize(path) for path in files]
+    matching: list[Fields] = []
+    for wanted in preferred:
+        try:
+            matching = wanted.apply(configs)
+        except SelectionError:
+            continue
+        break
+    if len(matching) != 1:
+        found = ", ".join(config.name for config in matching) or "none"
+        described = " or ".join(wanted.describe() for wanted in preferred)
+        raise SelectionError(
+            f"{len(matching)} configurations in {folder} are {described} ({found}): "
+            f"name the one to use with {choose_with}"
+        )
+    return next(path for path in files if path.stem == matching[0].name)
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -15,7 +15,8 @@ API::
         output.requirements.host, output.requirements.run_constrained, output.run_exports
         output.test, output.script, output.variant   # variant: the used keys and their values
 
-Also public: :func:`load_variant_config` (a ``.ci_support`` file, numbers kept as strings as conda-build
+Also public: :func:`render_variant_data` (one partial variant, leniently, as data: ``deps``),
+:func:`load_variant_config` (a ``.ci_support`` file, numbers kept as strings as conda-build
 does), :func:`expand_variants` (the zip_keys product conda-build loops over),
 :func:`find_used_variables_in_text` (which keys a recipe text uses), and
 ``python -m feedstock_tools render CONFIG``.
@@ -473,18 +474,33 @@ def _run_exports(value: Any) -> list[str]:
     return _string_list(value)
 
 
+class _LenientUndefined(jinja2.ChainableUndefined):
+    """Lenient rendering (:func:`render_variant_data`): a name the partial variant lacks, its attributes and
+    calls of it render as empty text."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _LenientUndefined:
+        return self
+
+
 @functools.lru_cache(maxsize=64)
-def _compiled_template(text: str) -> jinja2.Template:
+def _compiled_template(text: str, lenient: bool = False) -> jinja2.Template:
     """Compiled once per text: every variant of a platform that selects the same lines shares it."""
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(text)
+    undefined = _LenientUndefined if lenient else jinja2.StrictUndefined
+    return jinja2.Environment(undefined=undefined, keep_trailing_newline=True).from_string(text)
 
 
 class _RecipeRenderer:
     """Renders one recipe for one target subdir; the methods take the variant being rendered."""
 
     def __init__(
-        self, recipe_dir: Path, subdir: str, environ: Mapping[str, str], build_subdir: str | None = None
+        self,
+        recipe_dir: Path,
+        subdir: str,
+        environ: Mapping[str, str],
+        build_subdir: str | None = None,
+        lenient: bool = False,
     ) -> None:
+        self.lenient = lenient
         self.recipe_dir = recipe_dir
         self.meta_path = recipe_dir / "meta.yaml"
         if not self.meta_path.is_file():
@@ -499,7 +515,7 @@ class _RecipeRenderer:
     def template_for(self, text: str) -> jinja2.Template:
         """The compiled template of ``text`` (the recipe after one variant's selectors)."""
         try:
-            return _compiled_template(text)
+            return _compiled_template(text, self.lenient)
         except jinja2.TemplateSyntaxError as exc:
             raise ToolError(
                 f"Jinja syntax error in {self.meta_path} line {exc.lineno}: {exc.message}"
@@ -781,6 +797,19 @@ def render_recipe(
             key = (output.name, json.dumps(output.variant, sort_keys=True, default=str))
             collected.setdefault(key, output)
     return RenderedRecipe(target, top_level, _toposort(list(collected.values())), about, extra)
+
+
+def render_variant_data(
+    recipe_dir: Path, subdir: str, variant: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """``meta.yaml`` for ONE variant, possibly partial, rendered leniently, as data: the whole recipe (top
+    level and its ``outputs`` section) after the same selectors, Jinja context, selectors and YAML as
+    :func:`render_recipe`, but with no output split, hashed or checked (a sibling's ``pin_subpackage`` is
+    the placeholder version 0, no variant pin is inserted), and a name the variant lacks rendering as empty
+    text instead of stopping. For reading the requirement lines under a few chosen
+    values (``deps`` renders conda-forge's first pins with each BLAS and CUDA choice)."""
+    renderer = _RecipeRenderer(recipe_dir, subdir, environ or {}, lenient=True)
+    return renderer.top_level(renderer.scope({"target_platform": subdir, **variant}))
 
 
 def _top_level_script(recipe_dir: Path, build: Mapping[str, Any]) -> str | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -340,7 +341,8 @@ def run_checks(
     bases: dict[int, list[str]] = {}
     series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies
     versions: set[str] = set()
-    for name, data in configs.items():
+    for number, (name, data) in enumerate(configs.items(), start=1):
+        progress(f"check: rendering the recipe for configuration {number}/{len(configs)}: {name}")
         try:
             rendered = render_recipe(recipe_dir, data)
         except InputError:
@@ -407,6 +409,13 @@ def check_recipe_v1(root: Path) -> list[Finding]:
             for d in differences
         ]
     return findings
+
+
+def progress(line: str) -> None:
+    """A line on a terminal's stderr while the renders run (a minute on a loaded machine); never in a pipe,
+    where the findings (or one error line) are all a caller reads."""
+    if sys.stderr.isatty():
+        print(line, file=sys.stderr, flush=True)
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

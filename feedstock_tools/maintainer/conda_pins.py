@@ -1,24 +1,24 @@
 """The conda side of the dependency table: conda-forge's global pinning and the recipe's own pins.
 
 Both are read the way conda-build sees them for one platform: line selectors evaluated first, then
-YAML. The recipe is rendered with Jinja under a few representative variants (CUDA + MKL, CPU +
-generic BLAS) so that requirement lines behind ``cuda_compiler_version`` or ``blas_impl`` selectors
-are all seen; this is a pin reader, not a full conda-build render.
+YAML. The recipe is rendered by the project's one renderer (``conda/recipe_render``, its lenient
+:func:`render_variant_data`) under a few representative variants (CUDA + MKL, CPU + generic BLAS) so that
+requirement lines behind ``cuda_compiler_version`` or ``blas_impl`` selectors are all seen; a partial
+variant is enough, since only the requirement lines are read.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml
 
+from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
+from feedstock_tools.conda.recipe_render import render_variant_data
 from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
-from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
 # Selectors in conda-forge's pinning guard CUDA entries with os.environ["CF_CUDA_ENABLED"]; the CI
 # jobs that build CUDA variants set it, so the table does too.
@@ -90,59 +90,6 @@ def _migrator_header(path: Path) -> dict[str, Any]:
     return header if isinstance(header, dict) else {}
 
 
-class _LenientUndefined(jinja2.ChainableUndefined):
-    """Unknown Jinja names (conda-build context we do not emulate) render as empty text."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _LenientUndefined:
-        return self
-
-
-def _conda_build_context(variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> dict[str, Any]:
-    def compiler(language: str) -> str:
-        return f"{language}_compiler_stub"
-
-    def pin_subpackage(name: str, *args: Any, **kwargs: Any) -> str:
-        return name
-
-    def pin_compatible(name: str, *args: Any, **kwargs: Any) -> str:
-        return name
-
-    # conda-build's Jinja context holds the selector names too (linux, win, aarch64, ...: meta.yaml's
-    # "{% if linux %}"), then the variant
-    context: dict[str, Any] = {**namespace, **variant}
-    context.update(
-        compiler=compiler,
-        stdlib=compiler,
-        pin_subpackage=pin_subpackage,
-        pin_compatible=pin_compatible,
-        cdt=lambda name: name,
-        environ={},
-        os=os,
-        PKG_HASH="h0",
-        CONDA_PY=312,
-    )
-    return context
-
-
-def render_recipe(recipe_dir: Path, subdir: str, variant: Mapping[str, Any]) -> Any:
-    """``meta.yaml`` rendered for one variant (selectors, Jinja, selectors, then YAML), as Python data.
-
-    Selectors go first as in conda-build, whose Jinja loader filters the lines (jinja_context.FilteredLoader):
-    a ``{% set %}`` line behind a false selector must never run (meta.yaml's ``tegra``)."""
-    meta = recipe_dir / "meta.yaml"
-    try:
-        namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
-        source = select_lines(read_text(meta), namespace)
-        template = jinja2.Environment(undefined=_LenientUndefined).from_string(source)
-        rendered = select_lines(template.render(_conda_build_context(variant, namespace)), namespace)
-    except (OSError, jinja2.TemplateError, SelectorError) as exc:
-        raise PinReadError(f"{meta}: {exc}") from exc
-    try:
-        return yaml.safe_load(rendered)
-    except yaml.YAMLError as exc:
-        raise rendered_yaml_error(meta, exc, rendered) from None
-
-
 def requirement_strings(recipe: Any) -> Iterator[str]:
     """Every requirement string under any ``requirements`` mapping of the rendered recipe."""
     if isinstance(recipe, dict):
@@ -164,7 +111,11 @@ def recipe_pins(recipe_dir: Path, subdir: str, variants: list[dict[str, Any]]) -
     """Conda package name -> the version specs the recipe gives it (``*`` when unconstrained)."""
     pins: dict[str, set[str]] = {}
     for variant in variants:
-        for requirement in requirement_strings(render_recipe(recipe_dir, subdir, variant)):
+        try:
+            rendered = render_variant_data(recipe_dir, subdir, variant, environ=PINNING_ENVIRON)
+        except ToolError as exc:
+            raise PinReadError(str(exc)) from exc
+        for requirement in requirement_strings(rendered):
             name, _, rest = requirement.strip().partition(" ")
             spec = rest.strip().split(" ", 1)[0] if rest.strip() else "*"
             pins.setdefault(name, set()).add(spec)

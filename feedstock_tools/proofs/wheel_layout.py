@@ -331,24 +331,18 @@ def wheel_cuda_version(wheel: Path) -> str:
 
 
 def find_config(wheel: Path, tag: WheelTag) -> Path:
-    """The ``.ci_support`` configuration of the wheel's target: its subdir, CUDA version, and generic BLAS
-    where the platform has both (win-64 builds MKL only). Filtered as ``--platform``/``--cuda`` filter."""
+    """The ``.ci_support`` configuration of the wheel's target: its subdir and CUDA version, generic BLAS
+    where the platform has both (win-64 builds MKL only), chosen as ``--platform``/``--cuda``/``--blas``
+    choose."""
     cuda = wheel_cuda_version(wheel)
-    files = {path.stem: path for path in config_selector.configuration_files(CI_SUPPORT)}
-    wanted = config_selector.ConfigFilter(platform=tag.subdir, cuda="cpu" if cuda == "None" else cuda)
-    try:
-        matching = wanted.apply([summarize(path) for path in files.values()])
-    except config_selector.SelectionError:
-        matching = []
-    generic = [config for config in matching if config.blas == "generic"]
-    matching = generic or matching
-    if len(matching) != 1:
-        found = ", ".join(c.name for c in matching) or "none"
-        raise ToolError(
-            f"{len(matching)} .ci_support configurations for {tag.subdir} with CUDA {cuda} and generic BLAS "
-            f"({found}): pass the one to check the linkage against with --config"
-        )
-    return files[matching[0].name]
+    fields = {"platform": tag.subdir, "cuda": "cpu" if cuda == "None" else cuda}
+    preferred = [
+        config_selector.ConfigFilter(**fields, blas="generic"),
+        config_selector.ConfigFilter(**fields),
+    ]
+    return config_selector.resolve_by_fields(
+        CI_SUPPORT, preferred, summarize, "--config (the one to check the linkage against)"
+    )
 
 
 def run(

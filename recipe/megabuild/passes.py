@@ -62,6 +62,7 @@ from megabuild.staging import (
     prepare_stage,
     require_extension_module,
 )
+from megabuild.windows_python import retarget_windows
 
 TOP_LEVEL = "libtorch-split"
 STATE_FILE = "pass1.json"
@@ -527,15 +528,10 @@ def _write_cache(
 
 def _retarget(ctx: PassContext, cache: CMakeCache, target: PythonFacts) -> list[CacheChange]:
     """The cache edit to ``target`` (typed per entry on Windows, strict with --strict)."""
-    build = ctx.build
-    return retarget(
-        cache,
-        target,
-        _retargeted_from(ctx, cache),
-        windows=build.windows,
-        strict=ctx.options.strict,
-        python_root=build.prefix,
-    )
+    build, old = ctx.build, _retargeted_from(ctx, cache)
+    if build.windows:
+        return retarget_windows(cache, target, build.prefix, old, strict=ctx.options.strict)
+    return retarget(cache, target, old)
 
 
 def _retargeted_from(ctx: PassContext, cache: CMakeCache) -> PythonFacts | None:

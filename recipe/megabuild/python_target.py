@@ -217,36 +217,15 @@ def names_old_python(value: str, old: PythonFacts) -> bool:
     return any(token in value for token in tokens)
 
 
-def retarget(
-    cache: CMakeCache,
-    target: PythonFacts,
-    old: PythonFacts | None = None,
-    *,
-    windows: bool = False,
-    strict: bool = False,
-    python_root: Path | None = None,
-) -> list[CacheChange]:
-    """Edit ``cache`` in memory so the next configure uses ``target``; returns every change by key.
+def retarget(cache: CMakeCache, target: PythonFacts, old: PythonFacts | None = None) -> list[CacheChange]:
+    """Edit a Linux or macOS ``cache`` in memory so the next configure uses ``target``; returns every change
+    by key. A win-64 cache is edited entry by entry instead (``windows_python.retarget_windows``, which
+    imports this module; the driver's pass picks between the two, so no import goes back).
 
     ``old``: the Python the cache names, when its FindPython entries are gone (an earlier edit was written
-    but CMake has not re-detected yet); by default read from those entries. ``windows``: a win-64 cache,
-    retargeted entry by entry (:mod:`megabuild.windows_python`); ``strict`` makes a Python-shaped entry it
-    does not know an error there; ``python_root`` is the prefix whose ``libs`` holds its import library
-    (conda's %PREFIX%, FindPython's Python_ROOT_DIR)."""
-    if windows:
-        from megabuild.windows_python import retarget_windows
-
-        if python_root is None:
-            raise RetargetError("a Windows retarget needs the host prefix: pass python_root")
-        return retarget_windows(cache, target, python_root, old, strict=strict)
+    but CMake has not re-detected yet); by default read from those entries."""
     old = old if old is not None else facts_from_cache(cache)
-    where = cache.path or "CMakeCache.txt"
-    needs_numpy = old.numpy_include is not None or _is_on(cache.get("USE_NUMPY"))
-    if needs_numpy and target.numpy_include is None:
-        raise RetargetError(
-            f"{target.executable} has no numpy but {where} builds with NumPy (USE_NUMPY): add numpy to the "
-            "host requirements of pytorch"
-        )
+    needs_numpy = needs_numpy_of(cache, old, target)
     changes: list[CacheChange] = []
 
     def record(change: CacheChange | None) -> None:
@@ -277,6 +256,17 @@ def retarget(
     for key, value in _substituted(cache, old, target, skip=handled).items():
         record(cache.set(key, value))
     return changes
+
+
+def needs_numpy_of(cache: CMakeCache, old: PythonFacts, target: PythonFacts) -> bool:
+    """Whether the cache builds with NumPy; a target without numpy is then an error naming the fix."""
+    needs_numpy = old.numpy_include is not None or is_on(cache.get("USE_NUMPY"))
+    if needs_numpy and target.numpy_include is None:
+        raise RetargetError(
+            f"{target.executable} has no numpy but {cache.path or 'CMakeCache.txt'} builds with NumPy "
+            "(USE_NUMPY): add numpy to the host requirements of pytorch"
+        )
+    return needs_numpy
 
 
 def _substituted(cache: CMakeCache, old: PythonFacts, target: PythonFacts, skip: set[str]) -> dict[str, str]:
@@ -347,7 +337,7 @@ def guarded_values(cache: CMakeCache) -> dict[str, str | None]:
 _TRUE = {"1", "ON", "YES", "TRUE", "Y"}
 
 
-def _is_on(value: str | None) -> bool:
+def is_on(value: str | None) -> bool:
     return value is not None and value.upper() in _TRUE
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.log import warn
-from megabuild.python_target import PythonFacts, RetargetError, _is_on, facts_from_cache
+from megabuild.python_target import PythonFacts, RetargetError, facts_from_cache, needs_numpy_of
 
 # Entries set to the target's value, by name, and where the value comes from.
 SET_ENTRIES = {
@@ -100,12 +100,7 @@ def retarget_windows(
             f"python {target.short} (conda-forge's ships libs\\python{target.nodot}.lib) to the host "
             "requirements of this output"
         )
-    needs_numpy = old.numpy_include is not None or _is_on(cache.get("USE_NUMPY"))
-    if needs_numpy and target.numpy_include is None:
-        raise RetargetError(
-            f"{target.executable} has no numpy but {where} builds with NumPy (USE_NUMPY): add numpy to the "
-            "host requirements of pytorch"
-        )
+    needs_numpy = needs_numpy_of(cache, old, target)
     known = set(SET_ENTRIES) | set(DROPPED_ENTRIES)
     shaped = old_spellings(old, target)
     unknown = [

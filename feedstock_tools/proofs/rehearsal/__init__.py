@@ -83,11 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def configurations(only: config_selector.ConfigFilter) -> list[Path]:
-    files = config_selector.configuration_files(CI_SUPPORT)
-    if not only:
-        return files
-    kept = {summary.name for summary in only.apply([summarize(path) for path in files])}
-    return [path for path in files if path.stem in kept]
+    return config_selector.kept_files(CI_SUPPORT, only, summarize)
 
 
 def resolve_config(name: str | None, only: config_selector.ConfigFilter | None = None) -> Path:

@@ -270,7 +270,7 @@ class Rehearsal:
             {(s.python, self.host_pip_requirements(s)) for s in self.steps if "python" in s.host_names()}
         ):
             self.progress(f"   host Python {minor}: venv template with {', '.join(packages) or 'pip only'}")
-            prefixes.venv_template(self.cache_dir, minor, self.setup_log, packages)
+            prefixes.venv_template(self.cache_dir, minor, self.setup_log, packages, self.progress)
         if any(set(step.host_names()) & set(_MAGMA_NAMES) for step in self.steps):
             prefixes.magma_install(self.standin_tree.sources, self.cache_dir, self.setup_log)
 

@@ -20,7 +20,8 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -132,11 +133,17 @@ def link_tree(source: Path, destination: Path) -> None:
 
 
 @contextmanager
-def cache_lock(cache_dir: Path) -> Iterator[None]:
-    """Serialises cache writers: two test sessions or rehearsals may start at once on one machine."""
+def cache_lock(cache_dir: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Serialises cache writers: two test sessions or rehearsals may start at once on one machine.
+    ``on_wait`` hears once when another holds the lock (it may be making a template for minutes)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     with (cache_dir / ".lock").open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait(f"      waiting for another run that holds {cache_dir / '.lock'} ...")
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -144,17 +151,26 @@ def cache_lock(cache_dir: Path) -> Iterator[None]:
 
 
 def venv_template(
-    cache_dir: Path, minor: str, log: Path, packages: Sequence[str] = DEFAULT_PIP_PACKAGES
+    cache_dir: Path,
+    minor: str,
+    log: Path,
+    packages: Sequence[str] = DEFAULT_PIP_PACKAGES,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """A venv of CPython ``minor`` with exactly ``packages`` (pip requirements) and their dependencies,
-    made once per interpreter and package list and reused."""
+    made once per interpreter and package list and reused. ``progress`` hears of a wait for another run's
+    lock and of the making, which takes a minute or more (pip from PyPI)."""
     key = hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()[:10]
     template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
     if (template / ".complete").exists():
         return template
-    with cache_lock(cache_dir):
+    say = progress or (lambda _line: None)
+    with cache_lock(cache_dir, on_wait=say):
         if not (template / ".complete").exists():
+            say(f"      making it once (pip from PyPI; log {log}) ...")
+            started = time.monotonic()
             _make_venv_template(template, minor, log, tuple(packages))
+            say(f"      made {template.name} in {time.monotonic() - started:.0f} s")
     return template
 
 

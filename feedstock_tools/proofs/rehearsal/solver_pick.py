@@ -17,27 +17,12 @@ from typing import Protocol
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.plan import Step
 from feedstock_tools.proofs.solve_channel import Channel, record, spec_name
-from feedstock_tools.proofs.solve_check import REQUESTS_FILE, Machine, Request, load_requests
+from feedstock_tools.proofs.solve_check import Request, machine_of
 from feedstock_tools.proofs.solver_process import solve_in_child
 
 
 class Built(Protocol):
     step: Step
-
-
-def machine_for(target: str, variant: Mapping[str, str]) -> Machine:
-    """The target's machine as solve-check has it (``solve_requests.yaml``'s row named by the subdir: the
-    virtual packages conda detects there), with an NVIDIA driver of the configuration's CUDA version."""
-    machines, _ = load_requests()
-    plain = next((machine for machine in machines if machine.name == target), None)
-    if plain is None:
-        raise ToolError(
-            f"{REQUESTS_FILE.name} has no machine named {target}: add its row with the virtual packages "
-            f"conda detects on {target}"
-        )
-    cuda = variant.get("cuda_compiler_version", "None")
-    driver = (f"__cuda={cuda}=0",) if cuda != "None" else ()
-    return Machine(f"rehearsal {target}", target, (*plain.virtual, *driver), plain.installed)
 
 
 def channel_of(built: Sequence[Built], target: str) -> Channel:
@@ -65,9 +50,10 @@ def solver_pick(
         return []
     channel_of(built, target).write(scratch)
     request = Request("rehearsal", tuple(specs), (), {})
+    machine = machine_of(target, str(variant.get("cuda_compiler_version", "None")))
     # in a child process: py-rattler's runtime threads must not outlive a solve in this one
     # (solver_process.py, docs/failure-modes.md)
-    outcome = solve_in_child(scratch, request, machine_for(target, variant))
+    outcome = solve_in_child(scratch, request, machine)
     if not outcome.solved:
         raise ToolError(
             f"the solver installs none of the rehearsed packages for {' '.join(specs)}: "
