@@ -530,7 +530,8 @@ def test_where_it_cannot_build_it_rehearses_and_says_it_built_nothing(
         f"rehearsed {name} offline ({'failed' if fails else 'passed'}): PyTorch was NOT built and no package "
         f"was made; for the real build, do what the first line says, then: ./build-locally.py --build {name}",
     ]
-    assert result.stderr == (f"rehearsal failed for {name}\n" if fails else "")
+    # one rehearsal says why it failed in its own last line (this stand-in says nothing): no summary line
+    assert result.stderr == ""
     assert feedstock.rehearsal_calls() == [["rehearse", name]]
     assert not any(call["argv"][0] == "run" for call in feedstock.docker_calls())
     assert not (feedstock.root / "build_artifacts").exists()

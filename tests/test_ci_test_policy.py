@@ -100,7 +100,16 @@ def scripts_copy(tmp_path: Path) -> Path:
     """.scripts, conda-forge.yml and .ci_support with only the standard-library modules the scripts use."""
     shutil.copytree(REPO / ".scripts", tmp_path / ".scripts")
     shutil.copytree(REPO / ".ci_support", tmp_path / ".ci_support")
-    for module in ("__init__.py", "ci/__init__.py", "ci/ci_files.py", "ci/ci_test_policy.py"):
+    for module in (
+        "__init__.py",
+        "ci/__init__.py",
+        "ci/ci_files.py",
+        "ci/ci_test_policy.py",
+        # ci_files reads every file through inputs.read_text (one line for a byte that is not UTF-8)
+        "common/__init__.py",
+        "common/errors.py",
+        "common/inputs.py",
+    ):
         (tmp_path / "feedstock_tools" / module).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / "feedstock_tools" / module, tmp_path / "feedstock_tools" / module)
     shutil.copy2(REPO / "conda-forge.yml", tmp_path / "conda-forge.yml")
