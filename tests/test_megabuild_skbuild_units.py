@@ -142,3 +142,19 @@ def test_the_rehearsal_picks_the_stand_in_the_recipes_host_calls_for(host: list[
 def test_an_unknown_stand_in_is_one_line(tmp_path: Path):
     with pytest.raises(ToolError, match=r"^--standin nope: neither setuptools nor skbuild nor a directory"):
         standins.resolve("nope", [])
+
+
+def test_a_host_without_scikit_build_core_is_one_line_naming_the_fix(tmp_path: Path):
+    """Pass 1 of a scikit-build-core tree copies the host's scikit_build_core; without it: one line."""
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'scikit_build_core'\" >&2\nexit 1\n"
+    )
+    python.chmod(0o755)
+    context = SimpleNamespace(env={}, build=SimpleNamespace(build_dir=tmp_path / "build"))
+    with pytest.raises(MegabuildError) as caught:
+        skbuild._copy_backend(context, python)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "\n" not in message and "No module named 'scikit_build_core'" in message
+    assert message.endswith("add it to the host requirements of every output that builds")
+    assert not (tmp_path / "build").exists()  # nothing written
