@@ -46,9 +46,10 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
-from feedstock_tools.common import config_selector, interruption  # noqa: E402
+from feedstock_tools.common import closed_pipe, config_selector, interruption  # noqa: E402
 from feedstock_tools.common.errors import ToolError  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
+from feedstock_tools.conda.recipe_files import check_first_pass, check_recipe  # noqa: E402
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
@@ -555,7 +556,7 @@ def rehearse(args: argparse.Namespace, configs: Sequence[CiConfigSummary]) -> in
         with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS):
             if process.wait() != 0:
                 failed.append(name or "(default)")
-    if failed:
+    if failed and len(names) > 1:  # one rehearsal has said why it failed, in its own last line
         print(f"rehearsal failed for {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
 
@@ -598,11 +599,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print(format_table(configs))
         return 0
+    # The recipe's files as every tool checks them, before a container or a rehearsal starts: conda-build
+    # would find a broken one only after the image is pulled, the rehearsal in its own line after ours.
+    check_recipe(root / "recipe")
     if args.rehearse:
         return rehearse(args, configs)
     chosen, sequential = choose(configs, args)
     if sequential and args.debug:
         raise UserError("--debug opens a shell in one build; choose a single configuration")
+    check_first_pass(root / "recipe", {config.target_platform for config in chosen})
     for config in chosen:
         check_buildable(config)
     if args.dry_run:
@@ -640,7 +645,11 @@ def interrupted_line(exc: interruption.Interrupted) -> str | None:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        status = main()
+        closed_pipe.flush()
+        sys.exit(status)
+    except BrokenPipeError:  # `./build-locally.py --list | head -1`: the reader went away
+        closed_pipe.quiet_exit()
     except (UserError, ToolError) as exc:  # ToolError: a selection error, LockBusy
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

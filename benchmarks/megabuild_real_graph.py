@@ -69,7 +69,12 @@ DEV_PACKAGES = (
     "liblapack-dev", "libonnx-dev", "libfmt-dev", "nlohmann-json3-dev", "libflatbuffers-dev",
     "flatbuffers-compiler", "libcpp-httplib-dev",
 )  # fmt: skip
-TOOLS = ("cmake", "ninja", "c++", "cc", "flatc", "unshare", "mount", "apt-get", "dpkg-source")
+# Each tool and the Debian 12 package that provides it (`dpkg -S` here; flatc: `dpkg -c` of
+# flatbuffers-compiler 2.0.8+dfsg1-2, which holds /usr/bin/flatc; mount left util-linux for its own package).
+TOOLS = {
+    "cmake": "cmake", "ninja": "ninja-build", "c++": "g++", "cc": "gcc", "flatc": "flatbuffers-compiler",
+    "unshare": "util-linux", "mount": "mount", "apt-get": "apt", "dpkg-source": "dpkg-dev",
+}  # fmt: skip
 PYTHON_PACKAGES = ("numpy", "pyyaml", "typing_extensions", "setuptools")
 # Debian's CPU configuration (debian/rules of 2.6.0+dfsg-7) with the features whose -dev packages
 # Debian 12 lacks or has too old switched off; the build type and BUILD_TEST as the driver sets them.
@@ -110,7 +115,8 @@ def say(message: str) -> None:
 def check_prerequisites() -> None:
     missing_tools = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing_tools:
-        raise Failed(f"missing {', '.join(missing_tools)}: apt-get install cmake ninja-build g++ util-linux")
+        packages = " ".join(dict.fromkeys(TOOLS[tool] for tool in missing_tools))
+        raise Failed(f"missing {', '.join(missing_tools)}: apt-get install {packages}")
     result = subprocess.run(
         ["dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\\n", *DEV_PACKAGES],
         capture_output=True, text=True, check=False,

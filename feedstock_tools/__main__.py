@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from feedstock_tools.common import interruption
+from feedstock_tools.common import closed_pipe, interruption
 from feedstock_tools.common.errors import ToolError
 
 # Modules that provide subcommands (dotted paths under feedstock_tools), in the order `--help` lists them.
@@ -27,6 +27,9 @@ TOOL_MODULES: tuple[str, ...] = (
     "proofs.gpu_check",
     "ci.ci_support",
     "proofs.solve_check",
+    "proofs.anchor_parity",
+    "proofs.real_build",
+    "maintainer.render_v1",
 )
 
 
@@ -59,4 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+        closed_pipe.flush()
+    except BrokenPipeError:  # `python -m feedstock_tools rehearse --list | head -1`
+        closed_pipe.quiet_exit()
+    sys.exit(status)

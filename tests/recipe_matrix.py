@@ -9,6 +9,7 @@ The zipped compiler/CUDA group is then cut to the one CUDA version of the config
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,30 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipe"
 PINNING = ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 CI_SUPPORT = ROOT / ".ci_support"
+
+
+def recipe_set(name: str, recipe: Path = RECIPE) -> str:
+    """A string ``meta.yaml`` sets with ``{% set <name> = "..." %}`` (version, sha256): tests read it here."""
+    text = (recipe / "meta.yaml").read_text(encoding="utf-8")
+    found = re.search(rf"""\{{%-?\s*set\s+{name}\s*=\s*["']([^"']*)["']\s*-?%\}}""", text)
+    assert found, f"{recipe / 'meta.yaml'}: no {{% set {name} = ... %}} line"
+    return found.group(1)
+
+
+def with_version(meta_text: str, version: str) -> str:
+    """``meta.yaml``'s text with its version set to ``version`` (for a scratch copy of the recipe)."""
+    line = re.compile(r"""(\{%-?\s*set\s+version\s*=\s*["'])[^"']*(["'])""")
+    assert line.search(meta_text), "meta.yaml: no {% set version = ... %} line"
+    return line.sub(lambda m: m[1] + version + m[2], meta_text, count=1)
+
+
+def minor_upper_bound(version: str) -> str:
+    """The upper bound of ``pin_subpackage(..., max_pin="x.x")`` for ``version``: 2.13.0 -> 2.14.0a0."""
+    major, minor = version.split(".")[:2]
+    return f"{major}.{int(minor) + 1}.0a0"
+
+
+RECIPE_VERSION = recipe_set("version")
 
 
 @dataclass(frozen=True)

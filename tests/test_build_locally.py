@@ -25,6 +25,7 @@ from types import ModuleType
 
 import pytest
 import yaml
+from recipe_matrix import RECIPE_VERSION
 
 from feedstock_tools.common.run_lock import RunLock
 
@@ -64,7 +65,7 @@ if args[:1] == ["run"]:
     artifacts = Path(feedstock) / "build_artifacts"
     subdir = artifacts / config.split("_")[0]
     subdir.mkdir(parents=True, exist_ok=True)
-    (subdir / f"pytorch-2.13.0-{{config}}.conda").write_text("stand-in package")
+    (subdir / f"pytorch-{version}-{{config}}.conda").write_text("stand-in package")
     if os.environ.get("DOCKER_STANDIN_MARKER") != "skip":
         (artifacts / f"conda-forge-build-done-{{config}}").touch()
 sys.exit(0)
@@ -110,20 +111,29 @@ def feedstock(tmp_path: Path) -> Feedstock:
         "ci/__init__.py",
         "ci/ci_files.py",
         "common/__init__.py",
+        "common/closed_pipe.py",
         "common/config_selector.py",
         "common/errors.py",
+        "common/inputs.py",
         "common/interruption.py",
         "common/recipe_imports.py",
         "common/run_lock.py",
+        "conda/__init__.py",
+        "conda/recipe_files.py",
+        "conda/selectors.py",
     ):
         (root / "feedstock_tools" / module).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / "feedstock_tools" / module, root / "feedstock_tools" / module)
+    # the recipe's files, which build-locally.py checks before it starts a build (conda/recipe_files.py)
+    for name in ("meta.yaml", "conda_build_config.yaml"):
+        (root / "recipe").mkdir(exist_ok=True)
+        shutil.copy2(REPO / "recipe" / name, root / "recipe" / name)
     # the build driver's signal discipline, which build-locally.py shares
     shutil.copytree(REPO / "recipe" / "megabuild", root / "recipe" / "megabuild")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     docker = bin_dir / "docker"
-    docker.write_text(DOCKER_STANDIN_SOURCE.format(python=sys.executable))
+    docker.write_text(DOCKER_STANDIN_SOURCE.format(python=sys.executable, version=RECIPE_VERSION))
     docker.chmod(0o755)
     log = tmp_path / "docker-calls.jsonl"
     env = {
@@ -198,7 +208,7 @@ def test_linux_configuration_runs_its_docker_image(feedstock: Feedstock, name: s
     assert env["HOST_USER_ID"] == str(os.getuid())
     assert env["FEEDSTOCK_NAME"] == "pytorch-feedstock"
     assert env["DOCKER_IMAGE"] == image
-    assert f"built pytorch-2.13.0-{name}.conda" in result.stdout
+    assert f"built pytorch-{RECIPE_VERSION}-{name}.conda" in result.stdout
 
 
 @pytest.mark.parametrize("name", OSX_NAMES)

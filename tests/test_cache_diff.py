@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cmake_builds import STANDIN, configure, have_toolchain, install_standin_magma
+from recipe_matrix import RECIPE_VERSION
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.maintainer.cache_diff import cache_changes
@@ -26,7 +27,9 @@ def two_passes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pa
     configure(STANDIN, build, "-DUSE_CUDA=ON", "-DUSE_MAGMA=OFF", magma_home=magma_home)
     first = root / "CMakeCache.pass1.txt"
     shutil.copy(build / "CMakeCache.txt", first)
-    configure(STANDIN, build, "-DUSE_MAGMA=ON", "-DTORCH_BUILD_VERSION=2.13.0", magma_home=magma_home)
+    configure(
+        STANDIN, build, "-DUSE_MAGMA=ON", f"-DTORCH_BUILD_VERSION={RECIPE_VERSION}", magma_home=magma_home
+    )
     return first, build, magma_home
 
 
@@ -37,7 +40,7 @@ def test_two_passes_differ_in_the_edited_options_and_what_they_found(
     rows = cache_changes(first, build, internal=False)
     assert {row["key"]: (row["a"], row["b"]) for row in rows} == {
         "USE_MAGMA": ("OFF", "ON"),
-        "TORCH_BUILD_VERSION": ("0.0.0", "2.13.0"),
+        "TORCH_BUILD_VERSION": ("0.0.0", RECIPE_VERSION),
         # Turning MAGMA on makes the configure step look for it: two new cached paths.
         "MAGMA_INCLUDE_DIR": (None, str(magma_home / "include")),
         "MAGMA_LIBRARIES": (None, str(magma_home / "lib" / "libmagma.so")),

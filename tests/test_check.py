@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from recipe_matrix import RECIPE_VERSION as VERSION
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.maintainer.check import Finding, listed_patches, patch_header_problem, run_checks
+from feedstock_tools.maintainer.check import (
+    Finding,
+    listed_patches,
+    patch_header_problem,
+    print_patch_report,
+    run_checks,
+)
+from feedstock_tools.maintainer.patch_check import PatchReport
+from feedstock_tools.maintainer.patch_hunks import Hunk, parse_patch
 
 REPO = Path(__file__).resolve().parents[1]
 # This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).
 DEFAULT_PINNING = REPO.parent / "shared" / "data" / "conda-forge-pinning"
-# What a rerender and the check read: the recipe, the CI files and conda-smithy's settings.
-FEEDSTOCK_PATHS = ("recipe", ".ci_support", "conda-forge.yml", ".github")
+# What a rerender and the check read: the recipe, CI files, conda-smithy's settings and the patch evidence.
+FEEDSTOCK_PATHS = ("recipe", ".ci_support", "conda-forge.yml", ".github", "tests/patch_fixtures")
 
 GOOD_PATCH = """\
 From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
@@ -25,6 +35,8 @@ Subject: [PATCH] example: a well-formed patch
 Why: the test needs a patch with a proper header.
 
 Upstream status: not submitted (test data).
+
+Context verified against: nothing (test data).
 ---
  a.txt | 1 +
  1 file changed, 1 insertion(+)
@@ -48,12 +60,20 @@ def _replace_once(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
+@dataclass
+class BrokenCopy:
+    findings: set[Finding]  # the findings the breaks added
+    patch_report: PatchReport
+    corrupted: tuple[str, Hunk]  # the listed patch whose first hunk's context was changed, and that hunk
+
+
 @pytest.fixture(scope="module")
-def broken_findings(tmp_path_factory: pytest.TempPathFactory, real_findings: list[Finding]) -> set[Finding]:
-    """A copy of the feedstock with one deliberate break per rule: the findings the breaks added."""
+def broken_copy(tmp_path_factory: pytest.TempPathFactory, real_findings: list[Finding]) -> BrokenCopy:
+    """A copy of the feedstock with one deliberate break per rule."""
     root = tmp_path_factory.mktemp("broken-feedstock")
     for name in FEEDSTOCK_PATHS:
         source = REPO / name
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
             shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif source.is_file():
@@ -68,6 +88,20 @@ def broken_findings(tmp_path_factory: pytest.TempPathFactory, real_findings: lis
     _replace_once(meta, "  patches:\n", "  patches:\n    - patches/0098-not-there.patch\n")
     # patch-header: the first listed patch as a bare diff.
     (recipe / listed[0]).write_text("diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n")
+    # patch-conflict: the second listed patch's first hunk expects a context line the evidence does not have.
+    corrupted = recipe / listed[1]
+    lines = corrupted.read_text().split("\n")
+    hunk = parse_patch(corrupted.read_text())[0].hunks[0]
+    first_hunk_line = next(i for i, line in enumerate(lines) if line.startswith("@@")) + 1
+    context = next(i for i, line in enumerate(hunk.lines) if line.startswith(" ") and line.strip())
+    lines[first_hunk_line + context] += " # changed"
+    corrupted.write_text("\n".join(lines))
+    # check reads the evidence named by the recipe's version; the one fixture holds the text the patches
+    # were made against, which is what this copy's patches are judged against whatever the version says.
+    fixtures = root / "tests" / "patch_fixtures"
+    (evidence,) = fixtures.glob("pytorch-*-preimage.txt")
+    if evidence.name != f"pytorch-{VERSION}-preimage.txt":
+        shutil.copy(evidence, fixtures / f"pytorch-{VERSION}-preimage.txt")
     # host-drift: pytorch's host gains a package pass 1 never saw.
     _replace_once(meta, "      host:\n        - python\n", "      host:\n        - python\n        - make\n")
     # no-test: the metapackage loses its test.
@@ -88,7 +122,14 @@ def broken_findings(tmp_path_factory: pytest.TempPathFactory, real_findings: lis
     ci_files = sorted((root / ".ci_support").glob("*.yaml"))
     ci_files[0].unlink()
     ci_files[1].write_text(ci_files[1].read_text() + "extra_key:\n- 1\n")
-    return set(run_checks(root, DEFAULT_PINNING)) - set(real_findings)
+    reports: list[PatchReport] = []
+    findings = set(run_checks(root, DEFAULT_PINNING, reports.append)) - set(real_findings)
+    return BrokenCopy(findings, reports[0], (listed[1], hunk))
+
+
+@pytest.fixture(scope="module")
+def broken_findings(broken_copy: BrokenCopy) -> set[Finding]:
+    return broken_copy.findings
 
 
 @pytest.mark.parametrize(
@@ -97,12 +138,12 @@ def broken_findings(tmp_path_factory: pytest.TempPathFactory, real_findings: lis
         ("patch-unlisted", "0099-unlisted.patch", "not listed"),
         ("patch-missing", "0098-not-there.patch", "missing"),
         ("patch-header", "recipe/patches/", "not a git format-patch file"),
-        ("host-drift", "pytorch-2.13.0-", "host adds make"),
-        ("no-test", "pytorch-cpu-2.13.0-", "no test"),
-        ("no-test", "pytorch-gpu-2.13.0-", "no test"),
+        ("host-drift", f"pytorch-{VERSION}-", "host adds make"),
+        ("no-test", f"pytorch-cpu-{VERSION}-", "no test"),
+        ("no-test", f"pytorch-gpu-{VERSION}-", "no test"),
         ("build-number", "meta.yaml", "base build number differs"),
-        ("build-string", "libtorch-2.13.0-cuda", "does not match"),
-        ("build-string", "libtorch-2.13.0-cpu", "does not match"),
+        ("build-string", f"libtorch-{VERSION}-cuda", "does not match"),
+        ("build-string", f"libtorch-{VERSION}-cpu", "does not match"),
         ("ci-support", ".ci_support/", "missing:"),
         ("ci-support", ".ci_support/", "out of date:"),
     ],
@@ -121,11 +162,13 @@ def test_each_break_is_found(
 def test_only_the_broken_outputs_are_reported(broken_findings: set[Finding]) -> None:
     # The string break touched libtorch only; the metapackage keeps an identical, valid string line.
     strings = {
-        f.where.split(": ", 1)[1].split("-2.13.0-")[0] for f in broken_findings if f.rule == "build-string"
+        f.where.split(": ", 1)[1].split(f"-{VERSION}-")[0]
+        for f in broken_findings
+        if f.rule == "build-string"
     }
     assert strings == {"libtorch"}
     drift = {
-        f.where.split(": ", 1)[1].split("-2.13.0-")[0] for f in broken_findings if f.rule == "host-drift"
+        f.where.split(": ", 1)[1].split(f"-{VERSION}-")[0] for f in broken_findings if f.rule == "host-drift"
     }
     assert drift == {"pytorch"}
 
@@ -141,10 +184,27 @@ def test_cli_lists_findings_and_fails(tmp_path: Path, capsys: pytest.CaptureFixt
         (GOOD_PATCH, None),
         ("diff --git a/x b/x\n", "not a git format-patch file"),
         (GOOD_PATCH.replace("Subject: [PATCH] example: a well-formed patch\n", ""), "no Subject: line"),
-        (GOOD_PATCH.replace("Upstream status: not submitted (test data).\n", ""), "upstream status"),
+        (GOOD_PATCH.replace("Upstream status: not submitted (test data).\n", ""), "'Upstream status:'"),
+        (GOOD_PATCH.replace("Why: the test", "The test"), "no 'Why:' paragraph"),
+        (GOOD_PATCH.replace("Context verified against: nothing", "Nothing"), "'Context verified against:'"),
         (GOOD_PATCH.replace("---\n", ""), "no '---' line"),
     ],
 )
 def test_patch_header_rules(text: str, problem: str | None) -> None:
     found = patch_header_problem(text)
     assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_a_patch_that_does_not_apply_fails_check_with_its_hunk_in_the_table(
+    broken_copy: BrokenCopy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    patch, hunk = broken_copy.corrupted
+    conflicts = [f for f in broken_copy.findings if f.rule == "patch-conflict"]
+    assert [(f.where, f.message.split(": ", 1)[0]) for f in conflicts] == [(f"recipe/{patch}", hunk.name())]
+    assert "the hunk expects" in conflicts[0].message and " # changed" in conflicts[0].message
+    print_patch_report(broken_copy.patch_report)
+    table = capsys.readouterr().out.splitlines()
+    number = Path(patch).name.split("-", 1)[0]
+    (row,) = [line for line in table if line.startswith(f"{number} ") and f" {hunk.name()} " in line]
+    assert " conflicts " in row
+    assert ", 1 conflict, " in table[-1]

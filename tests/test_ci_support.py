@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import yaml
 from feedstock_tools.ci import ci_support, ci_workflow, forge_config, smithy_templates
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.conda import used_vars, variants
-from feedstock_tools.conda.pinning import locate_pinning
 
 REPO = ci_support.REPO_ROOT
 # This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).
@@ -128,8 +126,8 @@ def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support
             )
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
         else:
-            # github_actions_labels: hosted -> GitHub's Apple-silicon runner (osx-64 cross-compiled there)
-            assert entry["runs_on"] == ["macos-15"], entry["CONFIG"]
+            # conda-forge's 12-CPU Apple-silicon Namespace runner (osx-64 cross-compiled there; docs/ci.md)
+            assert entry["runs_on"] == ["namespace-profile-12cpu-on-osx-arm64"], entry["CONFIG"]
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
 
 
@@ -140,9 +138,10 @@ def test_windows_folders_are_on_d_where_conda_smithy_puts_them() -> None:
     assert ci_workflow.windows_drive(["windows", "x64", "self-hosted"]) == "C:"
 
 
-def test_macos_jobs_ask_for_hosted_runners(rendered: list[ci_support.CiConfig]) -> None:
+def test_macos_jobs_ask_for_the_12_cpu_runner(rendered: list[ci_support.CiConfig]) -> None:
     for config in rendered:
-        expected = ["hosted"] if config.subdir.startswith("osx") else ["cirun-openstack-gpu-2xlarge"]
+        macos = ["namespace-profile-12cpu-on-osx-arm64"]
+        expected = macos if config.subdir.startswith("osx") else ["cirun-openstack-gpu-2xlarge"]
         if config.subdir == "win-64":
             expected = ["namespace-profile-16cpu-4x-on-windows-64"]
         assert config.data["github_actions_labels"] == expected, config.name
@@ -487,44 +486,3 @@ def test_break_up_splits_on_top_level_keys_and_keeps_the_rest_as_lists() -> None
     for config in configs:
         assert config["python"] == ["3.10.* *_cpython", "3.11.* *_cpython"]
         assert config["zip_keys"] == [["c_compiler_version", "cuda_compiler_version"]]
-
-
-# --- where the pinning is found -----------------------------------------------------------------------------
-
-
-def test_pinning_is_found_where_conda_smithy_keeps_it(tmp_path: Path) -> None:
-    cache, prefix, named = tmp_path / "cache", tmp_path / "prefix", tmp_path / "named"
-    for directory in (cache / "conda-smithy", prefix, named):
-        directory.mkdir(parents=True)
-        (directory / "conda_build_config.yaml").write_text("python:\n- 3.12\n")
-    environ = {"XDG_CACHE_HOME": str(cache), "CONDA_PREFIX": str(prefix)}
-    assert locate_pinning(None, environ) == cache / "conda-smithy"
-    (cache / "conda-smithy" / "conda_build_config.yaml").unlink()
-    assert locate_pinning(None, environ) == prefix
-    assert locate_pinning(None, {**environ, "CONDA_FORGE_PINNING": str(named)}) == named
-    assert locate_pinning(named, {}) == named
-
-
-@pytest.mark.parametrize(
-    ("explicit", "environ", "message"),
-    [
-        (None, {"XDG_CACHE_HOME": "/nonexistent"}, "pinning not found .* pass --pinning DIR, set"),
-        (
-            None,
-            {"CONDA_FORGE_PINNING": "/nonexistent"},
-            "CONDA_FORGE_PINNING=/nonexistent: no conda_build_config",
-        ),
-        (Path("/nonexistent"), {}, "--pinning /nonexistent: no conda_build_config.yaml there"),
-    ],
-)
-def test_missing_pinning_names_the_fix(explicit: Path | None, environ: dict[str, str], message: str) -> None:
-    with pytest.raises(ToolError, match=message):
-        locate_pinning(explicit, environ)
-
-
-def test_cli_without_a_pinning_is_a_one_line_error(tmp_path: Path) -> None:
-    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
-    command = [sys.executable, "-m", "feedstock_tools", "render-ci", "--check"]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environ, check=False)
-    assert result.returncode == 1
-    assert result.stderr.count("\n") == 1 and "pass --pinning DIR" in result.stderr

@@ -27,6 +27,7 @@ from feedstock_tools.proofs.wheel_layout import (
 REPO = Path(__file__).resolve().parents[1]
 CUDA_WHEEL_FILES = REPO / "tests" / "data" / "torch-2.13.0-cuda130-wheel-files.txt.gz"
 CUDA_WHEEL_NAME = "torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+WHEEL_VERSION = CUDA_WHEEL_NAME.split("-")[1]  # the release the wheel is, not the recipe's
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,9 @@ def test_the_file_list_is_the_cuda_wheel(listed: list[ListedFile]) -> None:
     paths = {f.path for f in listed}
     assert len(listed) == 12118
     assert {"torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cuda_linalg.so"} <= paths
-    assert "torch-2.13.0.dist-info/METADATA" in paths  # PyPI's CUDA 13.0 build has no +local version
+    assert (
+        f"torch-{WHEEL_VERSION}.dist-info/METADATA" in paths
+    )  # PyPI's CUDA 13.0 build has no +local version
 
 
 def test_wheel_layout_stages_all_three_packages_of_the_cuda_wheel(layout: tuple[str, Path]) -> None:

@@ -367,8 +367,10 @@ def test_recipe_column_and_mismatch_flags(upstream_tree: Path, tmp_path: Path) -
 def test_inputs_left_out_degrade_to_notes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Left out, an input's column stays empty with a note; given but missing, it is an error
-    (tests/test_strict_inputs.py: formerly a table and exit 0 for a mistyped path)."""
+    """Left out, the upstream tree's and the wheel's columns stay empty with a note; given but missing, an
+    input is an error (tests/test_strict_inputs.py: formerly a table and exit 0 for a mistyped path). The
+    pinning is never left out: without --pinning or $CONDA_FORGE_PINNING, deps takes the copy beside the
+    checkout (formerly an empty column and exit 0; test_strict_inputs.py has the case of none at all)."""
     for variable in ("CONDA_FORGE_PINNING", "CONDA_PREFIX"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no conda-smithy cache of the pinning either
@@ -376,8 +378,11 @@ def test_inputs_left_out_degrade_to_notes(
     out = capsys.readouterr().out
     assert status == 0
     assert out.startswith("| Package | Upstream | Recipe | Conda-forge | Source |")
-    assert out.count("\n- ") == 3  # one note per input left out: upstream tree, wheel, pinning
+    assert out.count("\n- ") == 2  # one note per input left out: upstream tree, wheel
     assert "no upstream source tree given (--upstream)" in out and "no wheel given (--wheel)" in out
+    global_pins = yaml.safe_load((DEFAULT_PINNING / "conda_build_config.yaml").read_text())
+    protobuf = next(line for line in out.splitlines() if line.startswith("| protobuf |"))
+    assert protobuf.split(" | ")[3] == ", ".join(f"`{value}`" for value in global_pins["libprotobuf"])
     assert main(["deps", "--upstream", str(tmp_path / "missing")]) == 1
     assert capsys.readouterr().err.startswith(f"error: --upstream {tmp_path / 'missing'} does not exist")
 

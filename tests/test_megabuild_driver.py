@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from megabuild.staging import tree_files
+from recipe_matrix import RECIPE_VERSION
 
 if TYPE_CHECKING:
     from conftest import HostPython
@@ -98,7 +99,7 @@ class CondaBuildDouble:
             k: v for k, v in os.environ.items() if not k.startswith(("USE_", "BUILD_", "CMAKE_", "TORCH_"))
         }
         env.update(
-            PKG_NAME=pkg_name, PKG_VERSION="2.13.0", PKG_BUILDNUM="0", PREFIX=str(self.prefix),
+            PKG_NAME=pkg_name, PKG_VERSION=RECIPE_VERSION, PKG_BUILDNUM="0", PREFIX=str(self.prefix),
             BUILD_PREFIX=str(self.root / "build_env"), SRC_DIR=str(self.src_dir), RECIPE_DIR=str(RECIPE),
             PYTHON=str(self.prefix / "bin" / "python"), PY_VER=py,
             SP_DIR=str(self.prefix / "lib" / f"python{py}" / "site-packages"), CPU_COUNT="2", SHLIB_EXT=".so",
@@ -207,7 +208,7 @@ def test_packages_are_disjoint_and_laid_out(cuda_megabuild: CondaBuildDouble) ->
     assert "lib/libtorch_python.so" in pytorch
     sp = f"lib/python{first}/site-packages"
     assert {f"{sp}/torch/lib", f"{sp}/torch/include", f"{sp}/torch/share"} <= pytorch
-    assert any(path.startswith(f"{sp}/torch-2.13.0.dist-info/") for path in pytorch)
+    assert any(path.startswith(f"{sp}/torch-{RECIPE_VERSION}.dist-info/") for path in pytorch)
     # different packages never share a file (variants of one package do: they never share an environment)
     by_package: dict[str, set[str]] = {}
     for label, files in packages.items():
@@ -251,7 +252,7 @@ def test_import_torch_from_the_staged_packages(cuda_megabuild: CondaBuildDouble)
         cwd=cuda_megabuild.root,
     )
     assert result.returncode == 0, result.stderr
-    assert "2.13.0" in result.stdout
+    assert RECIPE_VERSION in result.stdout
 
 
 # ---- errors: one line, non-zero exit, nothing staged ------------------------------------------------------

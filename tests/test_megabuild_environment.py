@@ -16,7 +16,9 @@ from megabuild.environment import (
     upstream_environment,
 )
 from megabuild.errors import MegabuildError
+from recipe_matrix import RECIPE_VERSION
 
+CONDA_SRC = "/usr/local/src/conda"  # where conda-forge's compiler flags map the work directory to
 # What conda-build (with conda-forge's compiler activation) exports, trimmed to what matters here.
 CONDA_FORGE_LDFLAGS = (
     "-Wl,-O2 -Wl,--sort-common -Wl,--as-needed -Wl,-z,relro -Wl,-z,now -Wl,--disable-new-dtags "
@@ -24,7 +26,7 @@ CONDA_FORGE_LDFLAGS = (
 )
 CONDA_FORGE_CXXFLAGS = (
     "-fvisibility-inlines-hidden -std=c++17 -fmessage-length=0 -march=nocona -O2 -pipe "
-    "-fdebug-prefix-map=/w=/usr/local/src/conda/{pkg}-2.13.0 "
+    "-fdebug-prefix-map=/w=/usr/local/src/conda/{pkg}-{version} "
     "-fdebug-prefix-map=/p=/usr/local/src/conda-prefix"
 )
 
@@ -32,7 +34,7 @@ CONDA_FORGE_CXXFLAGS = (
 def conda_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str, str]:
     env = {
         "PKG_NAME": pkg_name,
-        "PKG_VERSION": "2.13.0",
+        "PKG_VERSION": RECIPE_VERSION,
         "PKG_BUILDNUM": "0",
         "PREFIX": "/p",
         "BUILD_PREFIX": "/b",
@@ -49,8 +51,8 @@ def conda_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str, s
         "blas_impl": "mkl",
         "magma_variant": "nomagma",
         "LDFLAGS": CONDA_FORGE_LDFLAGS,
-        "CXXFLAGS": CONDA_FORGE_CXXFLAGS.format(pkg=pkg_name),
-        "CFLAGS": f"-march=nocona -O2 -pipe -fdebug-prefix-map=/w=/usr/local/src/conda/{pkg_name}-2.13.0",
+        "CXXFLAGS": CONDA_FORGE_CXXFLAGS.format(pkg=pkg_name, version=RECIPE_VERSION),
+        "CFLAGS": f"-march=nocona -O2 -pipe -fdebug-prefix-map=/w={CONDA_SRC}/{pkg_name}-{RECIPE_VERSION}",
         "CMAKE_ARGS": "-DCMAKE_AR=/b/bin/ar -DCMAKE_INSTALL_PREFIX=/p -DCMAKE_INSTALL_LIBDIR=lib "
         "-DCMAKE_BUILD_TYPE=Release -DCMAKE_PROGRAM_PATH=/b/bin;/p/bin",
         "CMAKE_GENERATOR": "Unix Makefiles",
@@ -83,7 +85,7 @@ def test_flag_clean_ups() -> None:
     assert [a for a in args if a.startswith("-DCMAKE_BUILD_TYPE")] == ["-DCMAKE_BUILD_TYPE=Release"]
     assert "-DUSE_MAGMA=OFF" in args
     assert env["CMAKE_GENERATOR"] == "Ninja"
-    assert env["BUILD_TEST"] == "0" and env["PYTORCH_BUILD_VERSION"] == "2.13.0"
+    assert env["BUILD_TEST"] == "0" and env["PYTORCH_BUILD_VERSION"] == RECIPE_VERSION
 
 
 def test_debug_switches_and_jobs_and_verbose() -> None:
@@ -178,14 +180,17 @@ def test_identical_for_every_output() -> None:
         ),
     ]
     expected = reconfigure_inputs(environment_for(top))
-    assert "-fdebug-prefix-map=/w=/usr/local/src/conda/libtorch-split-2.13.0" in expected["CXXFLAGS"].split()
+    assert (
+        f"-fdebug-prefix-map=/w=/usr/local/src/conda/libtorch-split-{RECIPE_VERSION}"
+        in expected["CXXFLAGS"].split()
+    )
     assert "TORCH_CUDA_ARCH_LIST" in expected and "LDFLAGS" in expected and "CMAKE_ARGS" in expected
     for env in outputs:
         assert reconfigure_inputs(environment_for(env)) == expected
 
 
 def test_conda_environment_is_read(tmp_path: Path) -> None:
-    build = CondaBuild.from_environ(conda_environ(TOP_PKG_VERSION="2.13.0"))
+    build = CondaBuild.from_environ(conda_environ(TOP_PKG_VERSION=RECIPE_VERSION))
     assert build.cuda_version == "12.9" and build.cpu_count == 8
     assert build.build_dir == Path("/w/build") and build.state_dir == Path("/w/build/megabuild")
     assert build.variant["magma_variant"] == "nomagma"
@@ -217,7 +222,7 @@ def test_max_jobs_cuda_builds_get_one_job_per_8_gib_and_the_caller_wins() -> Non
 
 def test_build_number_is_set_zero_by_default_and_a_non_number_is_an_error() -> None:
     env = environment_for(conda_environ())
-    assert env["PYTORCH_BUILD_VERSION"] == "2.13.0" and env["PYTORCH_BUILD_NUMBER"] == "0"
+    assert env["PYTORCH_BUILD_VERSION"] == RECIPE_VERSION and env["PYTORCH_BUILD_NUMBER"] == "0"
     assert "PYTORCH_BUILD_NUMBER" in reconfigure_inputs(env)
     with pytest.raises(MegabuildError, match=r"PYTORCH_BUILD_NUMBER='1a' is not a number"):
         environment_for(conda_environ(PYTORCH_BUILD_NUMBER="1a"))
@@ -243,3 +248,40 @@ def test_cuda_builds_name_the_split_toolkit_in_cache_variables() -> None:
     assert "-DCUDAToolkit_TARGET_DIR=/p/targets/sbsa-linux" in arm
     cpu = environment_for(conda_environ(cuda_compiler_version="None"))["CMAKE_ARGS"]
     assert "CUDAToolkit" not in cpu
+
+
+# ---- issue 30: settings held against conda-forge's 2.13.0 build.sh -----------------------------------------
+
+
+def test_linux_links_without_an_executable_stack_and_keeps_inline_symbols_visible() -> None:
+    env = environment_for(conda_environ(CFLAGS="-fvisibility-inlines-hidden -O2"))
+    assert env["LDFLAGS"].split()[-1] == "-Wl,-z,noexecstack"
+    assert "-fvisibility-inlines-hidden" not in env["CXXFLAGS"] + env["CFLAGS"]
+    gcc = "-Wno-deprecated-declarations -Wno-error=maybe-uninitialized"
+    assert env["CFLAGS"] == f"-O2 {gcc}"
+    assert env["CXXFLAGS"].endswith(f"-fdebug-prefix-map=/p=/usr/local/src/conda-prefix -w {gcc}")
+    assert env["USE_ITT"] == "OFF"
+
+
+@pytest.mark.parametrize(
+    ("target", "six"), [("linux-64", True), ("linux-aarch64", False), ("osx-64", True), ("osx-arm64", False)]
+)
+def test_nnpack_never_downloads_six_where_it_would(target: str, six: bool) -> None:
+    env = environment_for(conda_environ(target_platform=target, cuda_compiler_version="None"))
+    assert ("-DPYTHON_SIX_SOURCE_DIR=" in shlex.split(env["CMAKE_ARGS"])) == six
+    assert "noexecstack" in env["LDFLAGS"] or target.startswith("osx")
+
+
+def test_cuda_toolkit_root_dir_is_the_host_prefix_for_cupti() -> None:
+    args = shlex.split(environment_for(conda_environ())["CMAKE_ARGS"])
+    assert "-DCUDA_TOOLKIT_ROOT_DIR=/p" in args
+    cpu = shlex.split(environment_for(conda_environ(cuda_compiler_version="None"))["CMAKE_ARGS"])
+    assert not [a for a in cpu if a.startswith("-DCUDA")]
+
+
+@pytest.mark.parametrize("target", ["osx-arm64", "osx-64"])
+def test_macos_builds_use_eight_of_the_runners_twelve_cpus_as_conda_forge(target: str) -> None:
+    env = conda_environ(target_platform=target, cuda_compiler_version="None", CPU_COUNT="12")
+    assert environment_for(env)["MAX_JOBS"] == "8"
+    assert environment_for({**env, "CPU_COUNT": "3"})["MAX_JOBS"] == "3"
+    assert environment_for({**env, "MAX_JOBS": "12"})["MAX_JOBS"] == "12"

@@ -7,6 +7,7 @@ trap), rebuilt after the switch; and cache text in the documented shape for 3.14
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -145,6 +146,66 @@ def test_retarget_through_every_installed_python(interpreters: dict[str, Path], 
         # only the Python bindings compiled; the core library was not touched
         assert set(work.objects_by_target()) == {"torch_python"}
         assert work.linked == ["libtorch_python.so"]
+
+
+def cmake_version() -> tuple[int, ...]:
+    first = subprocess.run(["cmake", "--version"], check=True, capture_output=True, text=True).stdout
+    return tuple(int(part) for part in first.split()[2].split(".")[:2])
+
+
+@needs_toolchain
+def test_cross_compiling_retarget_under_the_cmake_on_path(
+    interpreters: dict[str, Path], tmp_path: Path
+) -> None:
+    """A cross configure (CMAKE_SYSTEM_NAME given, as conda's cross CMAKE_ARGS do), Python found through
+    Python_ROOT_DIR (the driver's), then the driver's retarget. Run here with CMake 3.25.1 (system) and
+    4.1.3 (``pip install cmake==4.1.*`` first on PATH): both record no SOABI while cross-compiling and,
+    with CMP0190 unset under 4.1 (the project's minimum is older), still ask the interpreter for the rest,
+    so the dropped _Python_INTERPRETER_PROPERTIES comes back for the target's Python."""
+    first, second = list(interpreters)[:2]
+    facts = probe(interpreters[first])
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(DETECTION_DOUBLE)
+    (source / "gen.py").write_text(GENERATOR)
+    (source / "core.c").write_text("int generated(void);\nint core(void) { return generated(); }\n")
+    (source / "torch_python.c").write_text(TORCH_PYTHON)
+
+    def root(python: Path) -> str:  # where include/python3.X is: the base installation of the venv
+        return subprocess.run(
+            [str(python), "-c", "import sys; print(sys.base_prefix)"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    env = dict(os.environ, Python_ROOT_DIR=root(interpreters[first]))
+    build = tmp_path / "build"
+    subprocess.run(
+        [
+            "cmake", "-S", str(source), "-B", str(build), "-G", "Ninja",
+            "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+            f"-DPython_EXECUTABLE={facts.executable}", f"-DPython_NumPy_INCLUDE_DIR={facts.numpy_include}",
+            "-DBUILD_PYTHON=True", "-DUSE_NUMPY=True",
+        ],
+        check=True, capture_output=True, env=env,
+    )  # fmt: skip
+    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, env=env)
+    cache = CMakeCache.load(build / "CMakeCache.txt")
+    pass1 = guarded_values(cache)
+    assert pass1["BUILD_PYTHON"] == "True"
+    old = facts_from_cache(cache)
+    assert old.soabi == ""  # cross-compiling: FindPython records no SOABI (3.25.1 and 4.1.3 alike)
+    assert cmake_version() >= (3, 18)
+    target = probe(interpreters[second])
+    changes = retarget(cache, target)
+    cache.write()
+    env["Python_ROOT_DIR"] = root(interpreters[second])
+    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, env=env)
+    after = CMakeCache.load(build / "CMakeCache.txt")
+    check_retarget_kept(after, target, pass1)
+    assert after.not_kept(changes) == []
+    assert facts_from_cache(after).version[:2] == target.version[:2]
 
 
 @needs_toolchain

@@ -24,6 +24,7 @@ from megabuild.conda_env import CondaBuild
 from megabuild.environment import settings, upstream_environment
 from megabuild.errors import MegabuildError
 from megabuild.passes import _pass1_cache_problems
+from recipe_matrix import RECIPE_VERSION
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 WINE = shutil.which("wine") or shutil.which("wine64") or "/usr/lib/wine/wine64"
@@ -38,7 +39,7 @@ def windows_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str,
     """What conda-build 26.x exports to bld.bat on win-64 (environ.py windows_vars, python_vars)."""
     env = {
         "PKG_NAME": pkg_name,
-        "PKG_VERSION": "2.13.0",
+        "PKG_VERSION": RECIPE_VERSION,
         "PREFIX": "C:\\b\\h_env",
         "LIBRARY_PREFIX": "C:\\b\\h_env\\Library",
         "BUILD_PREFIX": "C:\\b\\_build_env",
@@ -258,3 +259,35 @@ def test_activation_bat_scripts_under_wine_cmd(wine_env: dict[str, str], tmp_pat
     result = run_cmd(wine_env, windows_path(check))
     lines = [line.strip() for line in result.stdout.splitlines() if "=[" in line]
     assert lines == ["set=[7.5;8.0;12.0+PTX]", "unset=[]", "user=[8.6]", "kept=[8.6]"], result.stderr
+
+
+# ---- issue 30: the win-64 settings of conda-forge's 2.13.0 bld.bat -----------------------------------------
+
+
+@pytest.mark.parametrize("cuda", ["None", "12.8"])
+def test_windows_builds_default_to_four_jobs_as_conda_forge_on_the_same_runner(cuda: str) -> None:
+    # CPU_COUNT 16: namespace-profile-16cpu-4x-on-windows-64; os.sysconf cannot read the memory there
+    env = windows_environ(cuda_compiler_version=cuda)
+    assert env["CPU_COUNT"] == "16"
+    assert upstream_environment(CondaBuild.from_environ(env), env)[0]["MAX_JOBS"] == "4"
+    few = windows_environ(cuda_compiler_version=cuda, CPU_COUNT="2")
+    assert upstream_environment(CondaBuild.from_environ(few), few)[0]["MAX_JOBS"] == "2"
+    mine = windows_environ(cuda_compiler_version=cuda, MAX_JOBS="12")
+    assert upstream_environment(CondaBuild.from_environ(mine), mine)[0]["MAX_JOBS"] == "12"
+
+
+def test_windows_protobuf_generator_include_flags_and_cupti() -> None:
+    env = windows_environ(
+        CMAKE_GENERATOR_PLATFORM="x64", CMAKE_GENERATOR_TOOLSET="v143", CFLAGS="/O2", CXXFLAGS="/O2 /EHsc"
+    )
+    upstream, _ = upstream_environment(CondaBuild.from_environ(env), env)
+    assert upstream["USE_LITE_PROTO"] == "ON" and upstream["BUILD_CUSTOM_PROTOBUF"] == "OFF"
+    assert "CMAKE_GENERATOR_PLATFORM" not in upstream and "CMAKE_GENERATOR_TOOLSET" not in upstream
+    includes = "-IC:/b/h_env/Library/include -IC:/b/_build_env/Library/include"
+    assert upstream["CFLAGS"] == f"/O2 {includes}"
+    assert upstream["CXXFLAGS"] == f"/O2 /EHsc {includes}"
+    assert upstream["CPPFLAGS"] == includes
+    # kineto's CUPTI lookup reads the CMake variable, never an environment variable of that name
+    assert "-DCUDA_TOOLKIT_ROOT_DIR=C:/b/h_env/Library" in shlex.split(upstream["CMAKE_ARGS"])
+    assert "CUDA_TOOLKIT_ROOT_DIR" not in upstream
+    assert upstream["USE_ITT"] == "OFF"

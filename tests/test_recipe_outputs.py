@@ -13,7 +13,18 @@ from collections import Counter
 from functools import cache
 
 import pytest
-from recipe_matrix import CONFIGURATIONS, PINNING, RECIPE, Configuration, ci_support_jobs, variant_config
+from recipe_matrix import (
+    CONFIGURATIONS,
+    PINNING,
+    RECIPE,
+    RECIPE_VERSION,
+    Configuration,
+    ci_support_jobs,
+    minor_upper_bound,
+    recipe_set,
+    variant_config,
+    with_version,
+)
 
 from feedstock_tools.conda.recipe_render import (
     RenderedOutput,
@@ -23,7 +34,9 @@ from feedstock_tools.conda.recipe_render import (
 )
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
 
-VERSION = "2.13.0"
+VERSION = RECIPE_VERSION
+# What pin_subpackage(..., max_pin="x.x") exports for it.
+PIN = f">={VERSION},<{minor_upper_bound(VERSION)}"
 PYTHONS = {"310", "311", "312", "313", "314"}
 HASH = r"h[0-9a-f]{7}"
 
@@ -120,7 +133,7 @@ def test_hashes_tell_same_name_builds_apart(configuration: Configuration) -> Non
 @configurations
 def test_libtorch_pins(configuration: Configuration) -> None:
     libtorch = one(rendered(configuration), "libtorch")
-    assert libtorch.run_exports == ("libtorch >=2.13.0,<2.14.0a0",)
+    assert libtorch.run_exports == (f"libtorch {PIN}",)
     assert libtorch.script == configuration.build_script
 
 
@@ -131,7 +144,7 @@ def test_pytorch_pins_libtorch_exactly_and_exports_both(configuration: Configura
     for pytorch in recipe.by_name("pytorch"):
         assert exact in pytorch.requirements.host
         assert exact in pytorch.requirements.run
-        assert set(pytorch.run_exports) == {"pytorch >=2.13.0,<2.14.0a0", "libtorch >=2.13.0,<2.14.0a0"}
+        assert set(pytorch.run_exports) == {f"pytorch {PIN}", f"libtorch {PIN}"}
         assert pytorch.script == configuration.build_script
         assert re.fullmatch(r"python 3\.1\d\.\* \*_cp\w+", pytorch.requirements.host[0])
 
@@ -311,10 +324,10 @@ def test_source_patches_and_about() -> None:
     recipe = rendered(Configuration("linux-64", "mkl", "12.9"))
     assert recipe.top_level is not None
     source = recipe.top_level.source
-    assert source["url"] == (
-        "https://github.com/pytorch/pytorch/releases/download/v2.13.0/pytorch-v2.13.0.tar.gz"
-    )
-    assert source["sha256"] == "66614a19060f69cfd63cd0295f65a1241bd15df2fa65c60ae51066c11c2ce812"
+    tag = f"v{VERSION}"
+    assert source["url"] == f"https://github.com/pytorch/pytorch/releases/download/{tag}/pytorch-{tag}.tar.gz"
+    assert source["sha256"] == recipe_set("sha256")
+    assert re.fullmatch(r"[0-9a-f]{64}", source["sha256"])
     for patch in source["patches"]:
         assert (RECIPE / patch).is_file(), patch
     cpu_patches = rendered(Configuration("osx-arm64", "generic", "None")).top_level.source["patches"]
@@ -360,22 +373,20 @@ def test_windows_cuda_links_magma_into_libtorch_and_patches_for_windows() -> Non
 def test_release_candidates_build_from_the_upstream_rc_tag(tmp_path):
     recipe = tmp_path / "recipe"
     recipe.mkdir()
-    meta = (RECIPE / "meta.yaml").read_text()
-    assert '{% set version = "2.13.0" %}' in meta
-    (recipe / "meta.yaml").write_text(
-        meta.replace('{% set version = "2.13.0" %}', '{% set version = "2.14.0.rc1" %}')
-    )
+    major, minor = VERSION.split(".")[:2]
+    next_minor = f"{major}.{int(minor) + 1}.0"  # the next release's first candidate: conda's X.Y.Z.rcN
+    (recipe / "meta.yaml").write_text(with_version((RECIPE / "meta.yaml").read_text(), f"{next_minor}.rc1"))
     config = variant_config(Configuration("linux-64", "generic", "None"))
     config["is_rc"], config["channel_targets"] = [True], ["conda-forge pytorch_rc"]
     rendered_rc = render_recipe(recipe, config)
     assert rendered_rc.top_level is not None
     source = rendered_rc.top_level.source
     assert source["git_url"] == "https://github.com/pytorch/pytorch.git"
-    assert source["git_rev"] == "v2.14.0-rc1"
+    assert source["git_rev"] == f"v{next_minor}-rc1"  # upstream's tag spelling
     assert "url" not in source and "sha256" not in source
     libtorch = one(rendered_rc, "libtorch")
-    assert libtorch.version == "2.14.0.rc1"
-    assert libtorch.run_exports == ("libtorch >=2.14.0.rc1,<2.15.0a0",)
+    assert libtorch.version == f"{next_minor}.rc1"
+    assert libtorch.run_exports == (f"libtorch >={next_minor}.rc1,<{minor_upper_bound(next_minor)}",)
     assert libtorch.variant["channel_targets"] == "conda-forge pytorch_rc"
 
 

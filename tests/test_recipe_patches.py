@@ -10,16 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from feedstock_tools.maintainer.check import listed_patches, patch_header_problem
+from feedstock_tools.maintainer.patch_check import check_patch_series, not_verified
+from feedstock_tools.maintainer.patch_hunks import FileDiff, FileText, Hunk, Verdict, judge_patch, parse_patch
+
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 PATCHES = sorted((RECIPE / "patches").glob("*.patch"))
-CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
-PREIMAGE = Path(__file__).resolve().parent / "patch_fixtures" / "pytorch-2.13.0-preimage.txt"
+# The upstream text the patches were made and checked against: one fixture, named by its release (the
+# patches' base, which a recipe version change alone does not move).
+(PREIMAGE,) = (Path(__file__).resolve().parent / "patch_fixtures").glob("pytorch-*-preimage.txt")
+EVIDENCE_VERSION = PREIMAGE.name.removeprefix("pytorch-").removesuffix("-preimage.txt")
+CPU_WHEEL = Path(f"/opt/wheels/torch-{EVIDENCE_VERSION}+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 # A hunk whose 2.13.0 text is not at hand is named in its patch's header, with the reason, as
 # "not verified: <path>@<first line of the hunk> (<why>)"; every other hunk must apply strictly to the 2.13.0
 # lines of the fixture.
-NOT_VERIFIED = re.compile(r"not verified: (\S+)@(\d+) \(([^)]+)\)")
-HUNK_HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
 
 def patch_id(path: Path) -> str:
@@ -57,17 +61,49 @@ def test_there_are_patches_and_meta_yaml_lists_each_with_a_comment():
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
-def test_patch_is_format_patch_style_with_a_header(patch):
-    text = patch.read_text()
-    assert text.startswith("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n")
-    number = int(patch_id(patch))
-    # numbered within the series; the series has gaps (0010-0014 are the platform patches' range)
-    series = re.search(rf"^Subject: \[PATCH {number}/(\d+)\] ", text, re.M)
-    assert series and number <= int(series.group(1)) <= max(map(int, map(patch_id, PATCHES)))
-    message = text.split("\n---\n", 1)[0]
-    for field in HEADER_FIELDS:
-        assert re.search(rf"^{re.escape(field)} \S", message, re.M), f"{patch.name}: no '{field}'"
-    assert text.endswith("-- \n2.43.0\n\n")
+def test_patch_has_the_header_check_requires(patch):
+    """check's rule (format-patch mail with Why:, Upstream status:, Context verified against:); which git
+    version wrote the patch, and from which commit, is no rule."""
+    assert patch_header_problem(patch.read_text()) is None
+
+
+def test_a_patch_made_by_this_machines_git_format_patch_passes_the_header_rule(tmp_path):
+    """`git format-patch -1` of a commit whose message has the three paragraphs: header rule met, its one
+    hunk applies to the text it was made against (whatever git version this machine has)."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=Maintainer", "-c", "user.email=m@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "f.txt").write_text("".join(f"line {n}\n" for n in range(1, 11)))
+    subprocess.run([*git, "add", "f.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "upstream"], check=True)
+    (tmp_path / "f.txt").write_text((tmp_path / "f.txt").read_text().replace("line 5\n", "line five\n"))
+    message = (
+        "f: spell five\n\nWhy: the test needs a reason.\n\nUpstream status: not submitted (test data).\n\n"
+        "Context verified against: f.txt of the commit before.\n"
+    )
+    subprocess.run([*git, "commit", "-qam", message], check=True)
+    made = subprocess.run(
+        [*git, "format-patch", "-1", "--stdout"], capture_output=True, text=True, check=True
+    ).stdout
+    assert patch_header_problem(made) is None
+    without = made.replace("Upstream status: not submitted (test data).\n", "")
+    assert "'Upstream status:'" in patch_header_problem(without)
+    evidence = {"f.txt": FileText.of_text("".join(f"line {n}\n" for n in range(1, 11)))}
+    assert [j.verdict for j in judge_patch(made, evidence)] == [Verdict.APPLIES]
+
+
+def test_check_judges_every_hunk_applied_or_declared_not_verified():
+    """What check's table says of the recipe's patches (every configuration's series: here, all patches in
+    meta.yaml's order, which every series is a part of): each hunk applies at the very line it names, except
+    those the patch's header declares not verified, which the evidence does not hold."""
+    listed = listed_patches((RECIPE / "meta.yaml").read_text())
+    report = check_patch_series(RECIPE, EVIDENCE_VERSION, {"all patches": tuple(listed)})
+    assert report.evidence == PREIMAGE
+    declared = {(p, hunk) for p in listed for hunk in not_verified((RECIPE / p).read_text())}
+    unknown = {(row.patch, row.hunk) for row in report.rows if row.verdict is Verdict.UNKNOWN}
+    assert unknown == declared
+    wrong = [row for row in report.rows if row.verdict is Verdict.CONFLICTS or "offset" in row.detail]
+    assert not wrong, "\n".join(report.table())
+    assert {row.patch for row in report.rows} == set(listed)
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
@@ -162,7 +198,7 @@ def test_aten_config_of_patch_0002_finds_headers_in_the_installed_prefix(tmp_pat
     with @ONLY and installed into a prefix: find_package(ATen) must point at <prefix>/include."""
     if not CPU_WHEEL.is_file():
         pytest.fail(
-            f"{CPU_WHEEL} is missing: this kind of machine ships it (pip install torch==2.13.0 finds it)"
+            f"{CPU_WHEEL} is missing: this kind of machine ships it (pip install torch=={EVIDENCE_VERSION})"
         )
     with zipfile.ZipFile(CPU_WHEEL) as wheel:
         generated = wheel.read("torch/share/cmake/ATen/ATenConfig.cmake").decode()
@@ -222,7 +258,9 @@ def whole_files() -> list[WholeFile]:
 def wheel_source_file(member: str) -> bytes:
     """A 2.13.0 source file as the CPU wheel ships it: headers without setup.py's wrapping lines."""
     if not CPU_WHEEL.is_file():
-        pytest.fail(f"{CPU_WHEEL} is missing: this kind of machine ships it (pip install torch==2.13.0)")
+        pytest.fail(
+            f"{CPU_WHEEL} is missing: this kind of machine ships it (pip install torch=={EVIDENCE_VERSION})"
+        )
     with zipfile.ZipFile(CPU_WHEEL) as wheel:
         data = wheel.read(member)
     if member.startswith("torch/include/"):
@@ -275,6 +313,29 @@ def test_whole_files_are_the_2_13_0_files(whole):
     assert git_blob_id(wheel_source_file(whole.member)).startswith(whole.blob)
 
 
+def cut_segments() -> list[tuple[str, int, int, list[str]]]:
+    """The fixture's "@@ <path> <first> cut <first>-<last> of its whole file" segments and their lines."""
+    return [
+        (path, int(first), int(last), body.split("\n")[:-1])
+        for path, first, last, body in re.findall(
+            r"^@@ (\S+) (\d+) cut \d+-(\d+) of its whole file \(blob [0-9a-f]+\)\n((?:(?!@@ ).*\n)*)",
+            PREIMAGE.read_text(),
+            re.M,
+        )
+    ]
+
+
+@pytest.mark.wheel
+def test_cuts_of_whole_files_are_the_wheel_files_lines():
+    """The cuts (which let check judge those hunks without the wheel) are the whole files' lines."""
+    wholes = {whole.path: whole for whole in whole_files()}
+    cuts = cut_segments()
+    assert {path for path, *_ in cuts} == set(wholes)
+    for path, first, last, lines in cuts:
+        text = wheel_source_file(wholes[path].member).decode().split("\n")
+        assert lines == text[first - 1 : last], f"{path} {first}-{last}"
+
+
 def test_segments_from_later_feedstock_patches_start_at_the_2_13_0_line():
     """A segment taken from a feedstock patch that numbers its lines after the feedstock's earlier patches
     names that number and the shift; the segment starts at the difference (the tarball's line)."""
@@ -286,78 +347,30 @@ def test_segments_from_later_feedstock_patches_start_at_the_2_13_0_line():
         assert int(start) == int(theirs) - int(shift)
 
 
-@dataclass
-class Hunk:
-    old_start: int
-    new_start: int
-    lines: list[str]  # the lines after the "@@" line
-
-    @property
-    def delta(self) -> int:
-        """Lines the hunk adds minus lines it removes."""
-        return sum(line[0] == "+" for line in self.lines) - sum(line[0] == "-" for line in self.lines)
-
-
-@dataclass
-class FileDiff:
-    path: str
-    header: list[str]  # "diff --git" to "+++"
-    hunks: list[Hunk]
-
-
 def file_diffs(patch: Path) -> list[FileDiff]:
-    """The patch's diff, file by file and hunk by hunk (hunk lengths taken from the "@@" lines)."""
-    lines = patch.read_text().split("\n---\n", 1)[1].splitlines(keepends=True)
-    diffs: list[FileDiff] = []
-    index = 0
-    while index < len(lines):
-        if not lines[index].startswith("diff --git "):
-            index += 1
-            continue
-        diff = FileDiff(lines[index].split()[3].removeprefix("b/"), [], [])
-        while not lines[index].startswith("@@"):
-            diff.header.append(lines[index])
-            index += 1
-        while index < len(lines) and lines[index].startswith("@@"):
-            match = HUNK_HEADER.match(lines[index])
-            assert match, f"{patch.name}: bad hunk header {lines[index]!r}"
-            old, new = int(match[2] or 1), int(match[4] or 1)
-            hunk = Hunk(int(match[1]), int(match[3]), [])
-            index += 1
-            while old or new:
-                line = lines[index]
-                hunk.lines.append(line)
-                index += 1
-                old -= line[0] in " -"
-                new -= line[0] in " +"
-            diff.hunks.append(hunk)
-        diffs.append(diff)
-    return diffs
+    return parse_patch(patch.read_text())
 
 
-def not_verified(patch: Path) -> dict[tuple[str, int], str]:
-    """The header's "not verified: <path>@<line> (<why>)" entries: (path, line) -> why."""
-    message = " ".join(patch.read_text().split("\n---\n", 1)[0].split())
-    return {(path, int(line)): why for path, line, why in NOT_VERIFIED.findall(message)}
+def hunk_delta(hunk: Hunk) -> int:
+    """Lines the hunk adds minus lines it removes."""
+    return len(hunk.new_lines) - len(hunk.old_lines)
 
 
 def verified_patch_text(patch: Path) -> str:
     """The patch with only the hunks its header does not call unverified (new-side numbers recomputed)."""
-    skipped = not_verified(patch)
+    skipped = not_verified(patch.read_text())
     text = ""
     for diff in file_diffs(patch):
-        kept = [hunk for hunk in diff.hunks if (diff.path, hunk.old_start) not in skipped]
+        kept = [hunk for hunk in diff.hunks if hunk.name() not in skipped]
         if not kept:
             continue
-        text += "".join(diff.header)
-        delta = 0
+        text += "".join(line + "\n" for line in diff.header)
+        shift = 0
         for hunk in kept:
-            old = sum(line[0] in " -" for line in hunk.lines)
-            new = sum(line[0] in " +" for line in hunk.lines)
-            new_start = hunk.old_start + delta if hunk.old_start else 1  # 1: a new file's
-            text += f"@@ -{hunk.old_start},{old} +{new_start},{new} @@\n"
-            text += "".join(hunk.lines)
-            delta += hunk.delta
+            new_start = hunk.old_start + shift if hunk.old_start else 1  # 1: a new file's
+            text += f"@@ -{hunk.old_start},{len(hunk.old_lines)} +{new_start},{len(hunk.new_lines)} @@\n"
+            text += "".join(line + "\n" for line in hunk.lines)
+            shift += hunk_delta(hunk)
     return text
 
 
@@ -369,17 +382,18 @@ def test_hunk_headers_number_the_new_side_after_the_earlier_hunks(patch):
         for hunk in diff.hunks:
             if hunk.old_start:
                 assert hunk.new_start == hunk.old_start + delta, f"{patch.name}: {diff.path}@{hunk.old_start}"
-            delta += hunk.delta
+            delta += hunk_delta(hunk)
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
 def test_unverified_hunks_are_named_with_the_reason(patch):
     """Each "not verified:" entry names a hunk of the patch (by its first line), and the header says it."""
-    hunks = {(diff.path, hunk.old_start) for diff in file_diffs(patch) for hunk in diff.hunks}
-    entries = not_verified(patch)
+    hunks = {hunk.name() for diff in file_diffs(patch) for hunk in diff.hunks}
+    entries = not_verified(patch.read_text())
     assert set(entries) <= hunks, f"{patch.name}: no such hunk {set(entries) - hunks}"
     if entries:
-        assert "Not verified against 2.13.0" in patch.read_text().split("\n---\n", 1)[0], patch.name
+        message = patch.read_text().split("\n---\n", 1)[0]
+        assert f"Not verified against {EVIDENCE_VERSION}" in message, patch.name
 
 
 def strict_apply(patch_text: str, tree: Path) -> subprocess.CompletedProcess[str]:
@@ -405,7 +419,9 @@ def test_verified_hunks_apply_strictly_at_their_line_numbers_to_the_2_13_0_lines
     paths = preimage_tree(tmp_path)
     text = verified_patch_text(patch)
     touched = {d.path for d in file_diffs(patch) if d.hunks[0].old_start and f"+++ b/{d.path}\n" in text}
-    assert set(touched) <= set(paths), f"{patch.name}: no 2.13.0 lines for {set(touched) - set(paths)}"
+    assert set(touched) <= set(paths), (
+        f"{patch.name}: no {EVIDENCE_VERSION} lines for {set(touched) - set(paths)}"
+    )
     applied = strict_apply(text, tmp_path)
     assert applies_at_its_line_numbers(applied), applied.stderr
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from megabuild import activation
+from recipe_matrix import RECIPE_VERSION
+from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, report
@@ -56,6 +58,7 @@ def _rehearse(config: Path, work_root: Path, *, alternative: bool = False) -> Re
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MEGABUILD_STRICT", "1")
         rehearsal.run()
+    assert_rehearsal_succeeded(rehearsal)  # every test below stands on a rehearsal `rehearse` passes
     return rehearsal
 
 
@@ -268,7 +271,7 @@ def test_no_step_changes_what_its_host_prefix_held(rehearsal: Rehearsal) -> None
 
 def test_every_package_loads_only_what_it_may_rely_on(rehearsal: Rehearsal) -> None:
     """The linkage check of each built package with the packages it depends on (what `rehearse` prints)."""
-    checks = report.linkage_checks(rehearsal)
+    checks = concluded(rehearsal).linkage_checks
     packaged = [r.step.label for r in rehearsal.results if r.ok and r.package_dir is not None and r.new_files]
     assert [check.label for check in checks] == packaged
     assert [check.errors for check in checks if not check.ok] == []
@@ -300,7 +303,7 @@ def test_links_in_packages_stay_inside_the_prefix(rehearsal: Rehearsal) -> None:
 
 
 def test_import_torch_in_a_prefix_made_from_the_packages(rehearsal: Rehearsal) -> None:
-    checks = report.import_checks(rehearsal)
+    checks = concluded(rehearsal).import_checks
     pythons = sorted({r.step.python for r in rehearsal.results if r.step.name == "pytorch"})
     assert pythons, "no pytorch package was built"
     assert all(check.ok for check in checks), [check for check in checks if not check.ok]
@@ -309,7 +312,7 @@ def test_import_torch_in_a_prefix_made_from_the_packages(rehearsal: Rehearsal) -
         ours = [check for check in checks if check.label.endswith(f"pytorch-py{python}")]
         assert ours, f"no import check for Python {python}"
         for check in ours:
-            assert '"version": "2.13.0"' in check.detail
+            assert f'"version": "{RECIPE_VERSION}"' in check.detail  # the stand-in builds the recipe's
             assert f"_C.cpython-{tag}" in check.detail
             cuda = LINALG in check.label
             assert f'"cuda": {str(cuda).lower()}' in check.detail
@@ -397,10 +400,10 @@ def test_a_failing_compile_stops_the_pass(pass1_only: Rehearsal) -> None:
 # ---- find_package(Torch) from the packages -------------------------------------------------------------
 CONSUMER_CMAKE = """cmake_minimum_required(VERSION 3.18)
 project(torch_consumer CXX)
-find_package(Torch 2.13 REQUIRED)
+find_package(Torch @MAJOR_MINOR@ REQUIRED)
 add_executable(torch_consumer main.cpp)
 target_link_libraries(torch_consumer ${TORCH_LIBRARIES})
-"""
+""".replace("@MAJOR_MINOR@", ".".join(RECIPE_VERSION.split(".")[:2]))
 CONSUMER_MAIN = """#include <torch/torch.h>
 #include <cstdio>
 int main() { std::printf("%s %g\\n", at::version(), at::add(1.0, 2.0, 3.0)); }
@@ -429,4 +432,4 @@ def test_find_package_torch_works_from_prefix_and_site_packages(
         )
         subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)
         run = subprocess.run([str(build / "torch_consumer")], check=True, capture_output=True, text=True)
-        assert run.stdout.split() == ["2.13.0", "7"], name
+        assert run.stdout.split() == [RECIPE_VERSION, "7"], name

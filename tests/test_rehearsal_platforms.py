@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
@@ -43,6 +44,7 @@ def osx_cross(tmp_path_factory: pytest.TempPathFactory, host_pythons) -> Rehears
         patch.setenv("MEGABUILD_STRICT", "1")  # a compile outside a pass's targets fails its step
         rehearsal.prepare()
         rehearsal.run()
+    assert_rehearsal_succeeded(rehearsal)
     return rehearsal
 
 
@@ -80,9 +82,7 @@ def test_osx_cross_pytorch_packages_carry_the_darwin_extension(osx_cross: Rehear
 
 
 def test_osx_cross_packages_import(osx_cross: Rehearsal):
-    from feedstock_tools.proofs.rehearsal import report
-
-    checks = report.import_checks(osx_cross)
+    checks = concluded(osx_cross).import_checks
     assert checks and all(check.ok for check in checks), [c.detail for c in checks if not c.ok]
     assert all("-darwin.so" in check.detail for check in checks)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
+from recipe_matrix import RECIPE_VERSION
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.errors import ToolError
@@ -53,7 +55,7 @@ def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
 
 def _step(name: str, python: str, magma: str = "") -> Step:
     variant = {"magma_variant": magma} if magma else {}
-    return Step(name, "2.13.0", 0, "", variant, True, python)
+    return Step(name, RECIPE_VERSION, 0, "", variant, True, python)
 
 
 def test_reversed_variants_keeps_output_names_in_place() -> None:
@@ -188,3 +190,37 @@ def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
     from feedstock_tools.proofs.rehearsal.solver_pick import machine_for
 
     assert machine_for(target, {"cuda_compiler_version": cuda}).virtual == expected
+
+
+def test_the_exit_status_is_made_of_every_verdict(tmp_path: Path) -> None:
+    """`rehearse` exits 0 only when the builds, the import checks, the linkage checks and the ratio all
+    pass: each failed verdict is one problem line (the first is the command's error line)."""
+    from feedstock_tools.proofs.rehearsal.harness import StepResult
+    from feedstock_tools.proofs.rehearsal.report import ImportCheck, LinkageCheck, Outcome, WorkRatio
+
+    log = tmp_path / "01.log"
+    log.write_text("megabuild error: broken on purpose\n")
+    step = _step("libtorch-split", "3.10")
+    built = StepResult(step, 0, 1.0, [], ["a.o"], log)
+    good = Outcome([step.label], [built], [ImportCheck("pytorch-py3.10", True, "{}")],
+                   [LinkageCheck("libtorch", 3, [], [])], WorkRatio(1, 1, 0, 0, 0))  # fmt: skip
+    assert (good.problems, good.exit_status) == ([], 0)
+    bad = [
+        dataclasses.replace(good, results=[dataclasses.replace(built, returncode=2)]),
+        dataclasses.replace(good, planned=[step.label, "libtorch"]),
+        dataclasses.replace(good, import_checks=[ImportCheck("pytorch-py3.10", False, "ImportError: x")]),
+        dataclasses.replace(
+            good, linkage_checks=[LinkageCheck("libtorch", 3, ["f need(s) g: no package"], [])]
+        ),
+        dataclasses.replace(good, ratio=WorkRatio(2, 1, 0, 0, 0)),
+    ]
+    lines = [outcome.problems for outcome in bad]
+    assert [outcome.exit_status for outcome in bad] == [1] * 5
+    assert [len(problems) for problems in lines] == [1] * 5
+    assert lines[0][0].startswith(
+        "libtorch-split: its build script failed with exit 2 ('megabuild error: broken"
+    )
+    assert lines[1] == ["1 planned step(s) did not run, the first libtorch"]
+    assert lines[2] == ["import torch failed in pytorch-py3.10: see the lines above"]
+    assert lines[3][0].startswith("linkage of libtorch: f need(s) g: no package (1 unresolved need(s) in all")
+    assert lines[4][0].startswith("compile-work ratio 2 / (1 + 0 + 0 x 0) = 2.00, not 1.00")

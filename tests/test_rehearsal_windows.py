@@ -12,7 +12,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
+from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import report
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
@@ -41,6 +43,7 @@ def windows_cuda(tmp_path_factory: pytest.TempPathFactory, host_pythons) -> Rehe
         )  # a compile outside a pass's targets, an unknown Python entry fail
         rehearsal.prepare()
         rehearsal.run()
+    assert_rehearsal_succeeded(rehearsal)  # builds, import check, linkage checks, ratio: all of it
     return rehearsal
 
 
@@ -71,9 +74,29 @@ def test_windows_passes_compile_each_object_once(windows_cuda: Rehearsal) -> Non
 
 
 def test_windows_package_imports_and_has_magma(windows_cuda: Rehearsal) -> None:
-    (check,) = report.import_checks(windows_cuda)
+    (check,) = concluded(windows_cuda).import_checks
     assert check.ok, check.detail
     assert '"cuda": true, "has_magma": true, "_C": "_C.cp311-win_amd64.pyd"' in check.detail
+
+
+def test_torch_c_finds_torch_python_in_library_bin_as_windows_loader_does(windows_cuda: Rehearsal) -> None:
+    """torch._C needs torch_python.dll, which the pytorch package puts in Library/bin: Windows' loader
+    finds it there (torch/__init__.py adds that directory to the DLL search), read as the PE file the
+    stand-in's binary stands for. Read with the ELF rule (its RUNPATH), it would be found nowhere: the
+    rehearsal's verdict before report.stand_in_reader."""
+    packages = {r.step.label: r for r in windows_cuda.results if r.package_dir is not None}
+    specs = [report.package_spec_of(packages[label], "win-64") for label in ("libtorch", "pytorch-py3.11")]
+
+    def check(reader: linkage.BinaryReader) -> list[str]:
+        found = linkage.LinkageCheck(specs, "linux", reader=reader, machine_runtime=report.MACHINE_RUNTIME)
+        return found.run(checked=["pytorch"]).errors
+
+    assert check(report.stand_in_reader(windows_cuda.target)) == []
+    site = "lib/python3.11/site-packages"
+    assert check(linkage.read_binary) == [
+        f"pytorch:{site}/torch/_C.cp311-win_amd64.pyd need(s) torch_python.dll: no package provides it "
+        "(expected from a run requirement of pytorch)"
+    ]
 
 
 def test_a_host_python_without_its_import_library_stops_the_pass(

@@ -112,8 +112,9 @@ def renumber(delta: int) -> Callable[[Record], None]:
 
 def add_osx_pytorch_gpu(channel: Channel) -> Channel:
     wrong = copy.deepcopy(channel)
+    version = next(r["version"] for r in channel.all_records() if r["name"] == "pytorch")  # the recipe's
     wrong.add(
-        {"name": "pytorch-gpu", "version": "2.13.0", "build": "cpu_generic_h0_0", "build_number": 0,
+        {"name": "pytorch-gpu", "version": version, "build": "cpu_generic_h0_0", "build_number": 0,
          "subdir": "osx-arm64", "depends": [], "constrains": []}
     )  # fmt: skip
     return wrong
@@ -150,9 +151,16 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
         lambda ch: change(ch, named("cuda-version"), drop("__cuda", "constrains")),
         "pytorch", "linux-64 cuda12.9", "flavour cuda130",
     ),
-    "cuda130 builds without their glibc 2.28": (
-        lambda ch: change(ch, builds("cuda130"), drop("__glibc")),
+    # both sources of the 2.28 floor: the cuda130 builds' own sysroot and cuDSS's (every CUDA build)
+    "CUDA builds and cuDSS without their glibc 2.28": (
+        lambda ch: change(
+            change(ch, builds("cuda"), drop("__glibc")), named("libcudss"), drop("__glibc")
+        ),
         "pytorch", "linux-64 cuda13.0 glibc2.17", "flavour cuda130",
+    ),
+    "a cuDSS below 0.8 missing for CUDA 13.0": (
+        lambda ch: change(ch, named("libcudss-dev", "cuda13"), lambda r: r.update(version="0.8.0")),
+        "host of a CUDA 13.0 build, libcudss-dev <0.8", "linux-aarch64 cuda13.0", "found none",
     ),
     "nomagma linalg depends on libmagma": (
         lambda ch: change(ch, named("libtorch-cuda-linalg", "nomagma"), with_libmagma),
@@ -285,3 +293,92 @@ def test_a_missing_pinning_is_one_line_naming_the_fix(
     assert main(["solve-check", "--pinning", str(tmp_path)]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "pass conda-forge-pinning's directory" in line
+
+
+# ---- the build environments' run_exports (issue 30) -----------------------------------------------------
+
+
+def aarch64_cuda_channel(recipe: Path, tmp_path: Path, **metadata_path: Path) -> Channel:
+    """The channel of the linux-aarch64 sbsa CUDA 13.0 configuration alone, rendered from ``recipe``."""
+    (config,) = (REPO_ROOT / ".ci_support").glob("linux_aarch64_*sbsa*cuda_compiler_version13.0*.yaml")
+    configs = tmp_path / "ci_support"
+    configs.mkdir(parents=True)
+    shutil.copy(config, configs)
+    return build_channel(
+        REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None, **metadata_path
+    )
+
+
+def without_linalg_cross_python_ignore(tmp_path: Path) -> Path:
+    """A scratch recipe copy whose libtorch-cuda-linalg no longer ignores cross-python's run_exports."""
+    recipe = tmp_path / "recipe"
+    shutil.copytree(REPO_ROOT / "recipe", recipe)
+    meta = recipe / "meta.yaml"
+    text = meta.read_text()
+    line = "        - cross-python_{{ target_platform }}  # [build_platform != target_platform]\n"
+    linalg = text.index("- name: libtorch-cuda-linalg")
+    ignore = text.index("ignore_run_exports_from:", linalg)
+    at = text.index(line, ignore)
+    assert at < text.index("requirements:", linalg), "the fix is no longer in linalg's build section"
+    meta.write_text(text[:at] + text[at + len(line) :])
+    return recipe
+
+
+@pytest.mark.parametrize("python", ["3.11", "3.14"])
+def test_without_the_cross_python_fix_aarch64_cuda_has_no_build_for_newer_pythons(
+    tmp_path: Path, python: str
+) -> None:
+    request, machine = f"pytorch python={python}", "linux-aarch64 cuda13.0"
+    fixed = aarch64_cuda_channel(REPO_ROOT / "recipe", tmp_path / "fixed")
+    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine).judged() == (True, "")
+    broken = aarch64_cuda_channel(without_linalg_cross_python_ignore(tmp_path), tmp_path / "broken")
+    linalg = [r for r in broken.all_records() if r["name"] == "libtorch-cuda-linalg"]
+    pass1_python = [s for s in linalg[0]["depends"] if s.startswith("python ")]
+    assert pass1_python and all(r["depends"].count(pass1_python[0]) == 1 for r in linalg)
+    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine).judged()
+    assert not ok
+    assert why == "expected a solution, the solver found none"  # this configuration alone: no CPU fallback
+
+
+def test_without_cross_python_in_the_metadata_the_broken_recipe_passes_unseen(tmp_path: Path) -> None:
+    """The data is what catches it: with cross-python's entry gone, the broken recipe solves again."""
+    metadata = yaml.safe_load(METADATA_FILE.read_text())
+    metadata["run_exports"] = [e for e in metadata["run_exports"] if "cross-python" not in e["requirement"]]
+    (tmp_path / "metadata.yaml").write_text(yaml.safe_dump(metadata))
+    broken = aarch64_cuda_channel(
+        without_linalg_cross_python_ignore(tmp_path), tmp_path, metadata_path=tmp_path / "metadata.yaml"
+    )
+    row = solve_row(broken, tmp_path / "solve", "pytorch python=3.12", "linux-aarch64 cuda13.0")
+    assert row.judged() == (True, "")
+
+
+def test_every_target_specific_build_requirement_has_its_run_exports_in_the_data(channel: Channel) -> None:
+    """Compilers, stdlib and cross-python render as ``<name>_<subdir>``; each must have a run_exports entry,
+    and every compiled output's record carries what they export."""
+    from feedstock_tools.conda.recipe_render import render_recipe
+    from feedstock_tools.proofs.solve_channel import build_subdir_of, load_metadata, run_export_table
+
+    known = {entry.requirement for entry in run_export_table(load_metadata())}
+    missing: set[str] = set()
+    # one configuration per target and CUDA or not: the others differ in versions, not in names
+    kinds: dict[tuple[str, bool], Path] = {}
+    for config in sorted((REPO_ROOT / ".ci_support").glob("*.yaml")):
+        variant = yaml.safe_load(config.read_text())
+        cuda = str(variant.get("cuda_compiler_version", ["None"])[0]) != "None"
+        kinds.setdefault((variant["target_platform"][0], cuda), config)
+    for (target, _), config in sorted(kinds.items()):
+        rendered = render_recipe(
+            REPO_ROOT / "recipe", config, build_subdir=build_subdir_of(REPO_ROOT, target)
+        )
+        for output in rendered.outputs:
+            for spec in output.requirements.build:
+                name = spec.split()[0]
+                if name.endswith(f"_{target}") and name.replace(target, "{subdir}") not in known:
+                    missing.add(f"{name} ({config.name})")
+    assert not missing, sorted(missing)
+    records = {(r["subdir"], r["name"], r["build"]): r for r in channel.all_records()}
+    runtime = {"linux-64": "libstdcxx >=", "linux-aarch64": "libstdcxx >=", "osx-arm64": "libcxx >=",
+               "osx-64": "libcxx >=", "win-64": "vc14_runtime >="}  # fmt: skip
+    for (subdir, name, _), entry in records.items():
+        if name in ("libtorch", "pytorch"):
+            assert any(s.startswith(runtime[subdir]) for s in entry["depends"]), (subdir, name)

@@ -8,7 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from recipe_matrix import RECIPE_VERSION
+
 SCRIPT = Path(__file__).resolve().parent / "upstream_standin" / "tools" / "generate_torch_version.py"
+# The stand-in's own version (upstream's version.txt: the release whose build interface it models), and the
+# version conda-build passes as PYTORCH_BUILD_VERSION (the driver exports PKG_VERSION, the recipe's version):
+# the two may differ (a version bump alone moves only the second), and the environment wins, as upstream's.
+STANDIN_VERSION = (SCRIPT.parents[1] / "version.txt").read_text().strip()
 PROBE = "import sys; sys.path.insert(0, sys.argv[1]); from generate_torch_version import get_torch_version; "
 
 
@@ -24,22 +30,26 @@ def version(python: Path | str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_build_number_is_required_and_above_one_appends_post() -> None:
-    assert version(sys.executable).stdout.strip() == "2.13.0"
-    assert "AssertionError" in version(sys.executable, PYTORCH_BUILD_VERSION="2.13.0").stderr
+    assert version(sys.executable).stdout.strip() == STANDIN_VERSION
+    build = {"PYTORCH_BUILD_VERSION": RECIPE_VERSION}
+    assert "AssertionError" in version(sys.executable, **build).stderr
+    assert version(sys.executable, **build, PYTORCH_BUILD_NUMBER="0").stdout == f"{RECIPE_VERSION}\n"
+    assert version(sys.executable, **build, PYTORCH_BUILD_NUMBER="1").stdout == f"{RECIPE_VERSION}\n"
+    two = version(sys.executable, **build, PYTORCH_BUILD_NUMBER="2")
+    assert two.stdout == f"{RECIPE_VERSION}.post2\n"
+
+
+def test_the_build_version_wins_over_the_standins_version_txt() -> None:
+    other = f"{STANDIN_VERSION}.post7"  # any version packaging parses, other than the stand-in's own
     assert (
-        version(sys.executable, PYTORCH_BUILD_VERSION="2.13.0", PYTORCH_BUILD_NUMBER="0").stdout == "2.13.0\n"
+        version(sys.executable, PYTORCH_BUILD_VERSION=other, PYTORCH_BUILD_NUMBER="0").stdout == f"{other}\n"
     )
-    assert (
-        version(sys.executable, PYTORCH_BUILD_VERSION="2.13.0", PYTORCH_BUILD_NUMBER="1").stdout == "2.13.0\n"
-    )
-    two = version(sys.executable, PYTORCH_BUILD_VERSION="2.13.0", PYTORCH_BUILD_NUMBER="2")
-    assert two.stdout == "2.13.0.post2\n"
 
 
 def test_a_python_without_packaging_fails_at_the_import(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
     result = version(
-        tmp_path / "venv" / "bin" / "python", PYTORCH_BUILD_VERSION="2.13.0", PYTORCH_BUILD_NUMBER="0"
+        tmp_path / "venv" / "bin" / "python", PYTORCH_BUILD_VERSION=RECIPE_VERSION, PYTORCH_BUILD_NUMBER="0"
     )
     assert result.returncode != 0
     assert "No module named 'packaging'" in result.stderr

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from feedstock_tools.common.inputs import read_text
+
 Node = str | list[Any] | dict[str, Any]
 
 _COMMENT = re.compile(r"""(?:^|\s)#.*$""")
@@ -163,9 +165,9 @@ def parse(text: str) -> dict[str, Any]:
 
 
 def read(path: Path) -> dict[str, Any]:
-    """:func:`parse` of a file; errors name the file."""
+    """:func:`parse` of a file; errors name the file (a byte that is not UTF-8: its line and column too)."""
     try:
-        return parse(path.read_text(encoding="utf-8"))
+        return parse(read_text(path))
     except CiFileError as exc:
         raise CiFileError(f"{path}: {exc}") from None
 

@@ -49,10 +49,12 @@ from feedstock_tools.ci.smithy_templates import (
     smithy_templates,
 )
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.recipe_files import read_recipe_file
 from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS as SPECIAL
 from feedstock_tools.conda.variants import (
@@ -117,7 +119,7 @@ def migration_files(root: Path) -> list[Path]:
     """The feedstock's migrations, in the order conda-smithy applies them (timestamp, then path)."""
     folder = root / CI_SUPPORT / "migrations"
     files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
-    return sorted(files, key=lambda path: (migration_timestamp(path.read_text(encoding="utf-8")), str(path)))
+    return sorted(files, key=lambda path: (migration_timestamp(read_text(path)), str(path)))
 
 
 def combined_spec(
@@ -129,15 +131,15 @@ def combined_spec(
         raise ToolError(f"{pinning_file} not found: pass --pinning with conda-forge-pinning's directory")
     recipe_cbc = root / recipe_dir / "conda_build_config.yaml"
     try:
-        specs = [
-            default_variant(subdir),
-            parse_variant_text(pinning_file.read_text(encoding="utf-8"), subdir, environ),
-        ]
+        pinning = parse_variant_text(read_text(pinning_file), subdir, environ, source=pinning_file)
+        specs = [default_variant(subdir), pinning]
         if recipe_cbc.is_file():
-            specs.append(parse_variant_text(recipe_cbc.read_text(encoding="utf-8"), subdir, environ))
+            # the recipe's own file: its selectors may name the pinning's keys, and nothing else
+            text = read_recipe_file(recipe_cbc, known=pinning)
+            specs.append(parse_variant_text(text, subdir, environ, source=recipe_cbc))
         spec = combine_specs(specs)
         for path in migration_files(root):
-            migration = parse_variant_text(path.read_text(encoding="utf-8"), subdir, environ)
+            migration = parse_variant_text(read_text(path), subdir, environ, source=path)
             spec = variant_add(spec, migration)
     except (VariantError, SelectorError) as exc:
         raise ToolError(f"{subdir}: {exc}") from exc
@@ -262,7 +264,7 @@ def _output_used(
 
 def scan_recipe(recipe_path: Path, subdir: str, build_subdir: str, variants: Sequence[Variant]) -> RecipeScan:
     """Render ``meta.yaml`` for every variant and collect the keys its outputs use (conda-smithy's view)."""
-    meta_text = (recipe_path / "meta.yaml").read_text(encoding="utf-8")
+    meta_text = read_text(recipe_path / "meta.yaml")
     all_used: set[str] = set()
     top_level_used: set[str] | None = None
     rendered: list[Variant] = []
@@ -332,8 +334,8 @@ def relevant_keys(spec: Spec, recipe_path: Path) -> set[str]:
     variable, so the scan renders the recipe with only their first value instead of the full product
     (which would be thousands of renders); the keys still count as loop keys from the full spec.
     """
-    texts = [path.read_text(encoding="utf-8") for path in sorted(recipe_path.glob("*.sh"))]
-    texts.append((recipe_path / "meta.yaml").read_text(encoding="utf-8"))
+    texts = [read_text(path) for path in sorted(recipe_path.glob("*.sh"))]
+    texts.append(read_text(recipe_path / "meta.yaml"))
     text = "\n".join(texts).replace("-", "_")
     relevant = set()
     for key in spec:
@@ -564,12 +566,15 @@ def render_platform(
     environ["BUILD_PLATFORM"] = build_subdir
     if platform_arch.startswith("linux") and settings.os_version.get(platform_arch):
         environ["DEFAULT_LINUX_VERSION"] = str(settings.os_version[platform_arch])
-    meta_text = (recipe_path / "meta.yaml").read_text(encoding="utf-8")
+    meta_text = read_text(recipe_path / "meta.yaml")
     if used_vars.recipe_has_cuda_compiler(meta_text):
         environ["CF_CUDA_ENABLED"] = "True"
     # conda-smithy renders through conda-build's MetaData, whose first pass has no variant.
     render_first_pass(recipe_path, subdir, environ)
     spec = combined_spec(root, pinning_dir, subdir, environ, settings.recipe_dir)
+    # A selector naming neither a platform nor a key of this spec is a typo conda-smithy would read as
+    # False (recipe_files.py): it stops here, not as a silently different set of CI files.
+    read_recipe_file(recipe_path / "meta.yaml", known=spec)
     loops = spec_loop_keys(spec)
     try:
         relevant = (
@@ -645,7 +650,7 @@ def expected_files(root: Path, pinning_dir: Path) -> dict[Path, str]:
     files = {Path(CI_SUPPORT) / f"{config.name}.yaml": config.text for config in configs}
     workflow = root / WORKFLOW
     if workflow.is_file():
-        text = splice_matrix(workflow.read_text(encoding="utf-8"), render_workflow_matrix(configs))
+        text = splice_matrix(read_text(workflow), render_workflow_matrix(configs))
         # The job timeout comes from conda-forge.yml (github_actions.timeout_minutes), as with conda-smithy.
         files[WORKFLOW] = TIMEOUT_LINE.sub(rf"\g<1>{settings.timeout_minutes}", text, count=1)
     files.update(smithy_templates(root, files))
@@ -663,6 +668,15 @@ def _owned_files(root: Path) -> list[Path]:
     return [path.relative_to(root) for path in present]
 
 
+def _holds(path: Path, text: str) -> bool:
+    """Whether a file a rerender writes holds ``text`` already; one that is not UTF-8 does not (a rerender
+    replaces it, so it is out of date, not unreadable)."""
+    try:
+        return path.read_text(encoding="utf-8") == text
+    except UnicodeDecodeError:
+        return False
+
+
 def drift(root: Path, pinning_dir: Path) -> list[str]:
     """One line per file a rerender would add, remove or change (empty when up to date)."""
     expected = expected_files(root, pinning_dir)
@@ -675,7 +689,7 @@ def drift(root: Path, pinning_dir: Path) -> list[str]:
             problems.append(f"extra: {path} (no configuration of the recipe produces it)")
         elif not actual.is_file():
             problems.append(f"missing: {path}")
-        elif actual.read_text(encoding="utf-8") != expected[path]:
+        elif not _holds(actual, expected[path]):
             problems.append(f"out of date: {path}")
     for path in executable_paths():
         if (root / path).is_file() and not is_executable(root / path):
@@ -696,7 +710,7 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
             changes.append(f"removed {path}")
     for path, text in expected.items():
         target = root / path
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+        if not target.is_file() or not _holds(target, text):
             target.parent.mkdir(parents=True, exist_ok=True)
             temporary = target.with_name(target.name + ".tmp")
             temporary.write_text(text, encoding="utf-8")

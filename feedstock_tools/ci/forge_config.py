@@ -11,7 +11,9 @@ from typing import Any
 import yaml
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.variants import as_list
+from feedstock_tools.conda.yaml_errors import yaml_error
 
 # conda-smithy's defaults for the parts of conda-forge.yml this generator reads
 # (conda_smithy/data/conda-forge.yml); the feedstock's file overrides them key by key.
@@ -76,7 +78,11 @@ def read_forge_settings(path: Path) -> ForgeSettings:
     """``conda-forge.yml`` merged over conda-smithy's defaults."""
     if not path.is_file():
         raise ToolError(f"{path} not found: conda-smithy needs a conda-forge.yml in the feedstock root")
-    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    text = read_text(path)
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise yaml_error(path, exc, text) from None
     if not isinstance(loaded, dict):
         raise ToolError(f"{path}: expected a mapping of settings")
     config = _merge(FORGE_DEFAULTS, loaded)

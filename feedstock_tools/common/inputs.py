@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.errors import InputError, ToolError
 
 
 def input_file(path: Path, option: str, wanted: str, suffixes: tuple[str, ...] = ()) -> Path:
@@ -52,3 +52,21 @@ def work_dir(path: Path, option: str) -> Path:
     if path.exists() and not path.is_dir():
         raise ToolError(f"{option} {path} is a file; give a directory (it is created when absent)")
     return path
+
+
+def read_text(path: Path) -> str:
+    """A text input decoded as UTF-8 (newlines made ``\\n``, as ``Path.read_text`` does): a byte that is not
+    UTF-8 is one :class:`InputError` naming the file, its line and column, where a bare decode names only an
+    offset into the file."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = len(data[line_start : exc.start].decode("utf-8", errors="replace")) + 1
+        raise InputError(
+            f"{path} line {line} column {column}: byte 0x{data[exc.start]:02x} is not UTF-8 ({exc.reason}); "
+            "save the file as UTF-8"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")

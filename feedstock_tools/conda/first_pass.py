@@ -28,7 +28,9 @@ import jinja2
 import yaml
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
+from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
 # The names conda-build defines on the first pass that this recipe reads besides the selector namespace:
 # its Jinja functions (jinja_context.py context_processor) and the package variables (environ.py get_dict).
@@ -75,7 +77,7 @@ def render_first_pass(
     meta_path = recipe_dir / "meta.yaml"
     if not meta_path.is_file():
         raise ToolError(f"no meta.yaml in {recipe_dir}; pass the recipe directory")
-    text = meta_path.read_text(encoding="utf-8")
+    text = read_text(meta_path)
     namespace = selector_namespace(subdir, {"target_platform": subdir}, dict(environ or {}))
     context: dict[str, Any] = {key: value for key, value in namespace.items() if key != "os"}
     context.update({name: (lambda *args, **kwargs: "") for name in _FUNCTIONS})
@@ -96,10 +98,11 @@ def render_first_pass(
             f"{where}: {type(exc).__name__}: {exc} on conda-build's first render pass, where variant keys "
             "are undefined (use Jinja filters, not methods, on variant values)"
         ) from None
+    selected = select_lines(rendered, namespace)
     try:
-        data = yaml.safe_load(select_lines(rendered, namespace)) or {}
+        data = yaml.safe_load(selected) or {}
     except yaml.YAMLError as exc:
-        raise ToolError(f"{meta_path} renders to invalid YAML on the first pass: {exc}") from None
+        raise rendered_yaml_error(meta_path, exc, selected) from None
     if not isinstance(data, dict):
         raise ToolError(f"{meta_path} does not render to a mapping on the first pass")
     return data

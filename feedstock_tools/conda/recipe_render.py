@@ -67,10 +67,13 @@ import yaml
 
 from feedstock_tools.common import config_selector
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
+from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS, VariantError, explode
+from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
 HASH_LENGTH = 7
 # conda-build renders PKG_HASH as a placeholder and substitutes the real hash into the final string.
@@ -124,7 +127,7 @@ def parse_variant_yaml(text: str) -> Any:
 def load_variant_config(path: Path) -> VariantConfig:
     """Read a ``.ci_support/*.yaml`` (or any conda_build_config-style file without selectors)."""
     try:
-        data = parse_variant_yaml(path.read_text())
+        data = parse_variant_yaml(read_text(path))
     except OSError as exc:
         raise ToolError(
             f"cannot read variant config {path}: {exc.strerror}; pass an existing .ci_support file"
@@ -336,12 +339,12 @@ class RenderedRecipe:
         return [output for output in self.outputs if output.name == name]
 
 
-def _select(text: str, namespace: Mapping[str, Any]) -> str:
+def _select(text: str, namespace: Mapping[str, Any], source: Path) -> str:
     try:
         # strict: an unknown name in our own recipe is a typo (conda-build would read it as False)
         return select_lines(text, namespace, strict=True)
     except SelectorError as exc:
-        raise ToolError(f"{exc}; fix the selector or add the key to the variant config") from None
+        raise ToolError(f"{source} {exc}; fix the selector or add the key to the variant config") from None
 
 
 def _string_list(value: Any) -> list[str]:
@@ -486,7 +489,7 @@ class _RecipeRenderer:
         self.meta_path = recipe_dir / "meta.yaml"
         if not self.meta_path.is_file():
             raise ToolError(f"no meta.yaml in {recipe_dir}; pass the recipe directory")
-        self.raw = self.meta_path.read_text()
+        self.raw = read_text(self.meta_path)  # checked by render_recipe (check_recipe)
         self.blocks = used_vars.output_blocks(self.raw)
         self.subdir = subdir
         self.build_subdir = build_subdir or subdir
@@ -575,17 +578,16 @@ class _RecipeRenderer:
         ``{% set %}`` for another platform); the second pass is for selectors Jinja wrote.
         """
         try:
-            text = self.template_for(_select(self.raw, scope.namespace)).render(**context)
+            text = self.template_for(_select(self.raw, scope.namespace, self.meta_path)).render(**context)
         except jinja2.TemplateError as exc:
             raise ToolError(
                 f"Jinja error in {self.meta_path}: {exc}; fix the template or add the key to the variant"
             ) from None
+        selected = _select(text, scope.namespace, self.meta_path)
         try:
-            data = yaml.load(_select(text, scope.namespace), Loader=_YAML_LOADER) or {}
+            data = yaml.load(selected, Loader=_YAML_LOADER) or {}
         except yaml.YAMLError as exc:
-            raise ToolError(
-                f"{self.meta_path} renders to invalid YAML ({exc}); check indentation around Jinja loops"
-            ) from None
+            raise rendered_yaml_error(self.meta_path, exc, selected) from None
         if not isinstance(data, dict):
             raise ToolError(f"{self.meta_path} does not render to a mapping")
         return data
@@ -603,7 +605,7 @@ class _RecipeRenderer:
         self, scope: _VariantScope, raw_text: str, requirements: Mapping[str, list[str]]
     ) -> set[str]:
         """conda-build's _get_used_vars_meta_yaml for one piece of raw recipe text."""
-        selected = _select(raw_text, scope.namespace)
+        selected = _select(raw_text, scope.namespace, self.meta_path)
         return used_vars.used_in_meta_yaml(scope.keys, selected, raw_text, requirements, scope.variant)
 
     def top_level_used(self, scope: _VariantScope, top: Mapping[str, Any]) -> set[str]:
@@ -627,7 +629,7 @@ class _RecipeRenderer:
         scope = self.scope(first)
         keys = tuple(scope.keys)
         used = set(used_vars.find_used_in_text(keys, self.raw, selectors_only=True))
-        used |= used_vars.find_used_in_text(keys, _select(self.raw, scope.namespace))
+        used |= used_vars.find_used_in_text(keys, _select(self.raw, scope.namespace, self.meta_path))
         used |= used_vars.find_used_in_shell_script(scope.keys, self.recipe_dir / "build.sh")
         used = _forced(used | _always_used(first), self.top_level(scope).get("build") or {})
         zip_groups = config.get("zip_keys") or []
@@ -748,6 +750,9 @@ def render_recipe(
     """
     variant_config = load_variant_config(config) if isinstance(config, Path) else dict(config)
     target = _subdir_of(variant_config, subdir)
+    if (recipe_dir / "meta.yaml").is_file():
+        # the recipe's files as every command checks them; a selector may name any key of this config
+        check_recipe(recipe_dir, known=variant_config)
     renderer = _RecipeRenderer(recipe_dir, target, environ or {}, build_subdir)
     render_first_pass(recipe_dir, target, environ)
     collected: dict[tuple[str, str], RenderedOutput] = {}
@@ -846,6 +851,7 @@ def _main(args: argparse.Namespace) -> int:
         subdir = args.subdir or "linux-64"
         if subdir not in KNOWN_SUBDIRS:
             raise ToolError(f"unknown --subdir {subdir!r}; expected one of {', '.join(KNOWN_SUBDIRS)}")
+        check_recipe(args.recipe)  # the first pass alone would not parse conda_build_config.yaml
         first = render_first_pass(args.recipe, subdir)
         for output in first.get("outputs") or [first]:
             name = output.get("name") or (output.get("package") or {}).get("name")

@@ -9,10 +9,12 @@ does, so that the project's tools see the same lines conda-build sees.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # conda-build's selector pattern: content, optional comment, then a bracketed expression at line end.
@@ -128,18 +130,58 @@ def select_lines(text: str, namespace: Mapping[str, Any], strict: bool = False) 
     Comment-only lines are dropped, and a kept line loses its selector and trailing comment,
     exactly like conda-build's ``select_lines``. ``strict`` as in :func:`evaluate_selector`.
     """
+    return select_numbered_lines(text, namespace, strict)[0]
+
+
+def select_numbered_lines(
+    text: str, namespace: Mapping[str, Any], strict: bool = False
+) -> tuple[str, tuple[int, ...]]:
+    """:func:`select_lines`, and for each line of its result the number of the line of ``text`` it came
+    from, so that an error in the selected text (a YAML error) can name the line of the file."""
     kept: list[str] = []
+    numbers: list[int] = []
     for number, line, expression in _split_selectors(text):
+        if expression is not None:
+            try:
+                keep = evaluate_selector(expression, namespace, strict)
+            except SelectorError as exc:
+                raise SelectorError(f"line {number}: {exc}") from None
+            if not keep:
+                continue
+        kept.append(line)
+        numbers.append(number)
+    return "\n".join(kept) + "\n", tuple(numbers)
+
+
+def all_platform_names() -> frozenset[str]:
+    """Every name a selector may use on some platform without any variant key (``linux``, ``py``, ``os``…)."""
+    return frozenset(name for subdir in KNOWN_SUBDIRS for name in selector_namespace(subdir, {}, {}))
+
+
+def unknown_selector_names(text: str, known: Iterable[str]) -> list[tuple[int, str, str]]:
+    """(line number, name, selector) for each name a selector of ``text`` uses that is not in ``known``.
+
+    conda-build reads such a name as False and silently drops the line (``# [linx]``), so in a file this
+    project writes it is a typo. A selector that is not a Python expression is left to its evaluation.
+    """
+    known = set(known)
+    found: list[tuple[int, str, str]] = []
+    for number, _, expression in _split_selectors(text):
         if expression is None:
-            kept.append(line)
             continue
         try:
-            keep = evaluate_selector(expression, namespace, strict)
-        except SelectorError as exc:
-            raise SelectorError(f"line {number}: {exc}") from None
-        if keep:
-            kept.append(line)
-    return "\n".join(kept) + "\n"
+            tree = ast.parse(expression.strip(), mode="eval")
+        except SyntaxError:
+            continue
+        names = [node.id for node in ast.walk(tree) if isinstance(node, ast.Name)]
+        found += [(number, name, expression) for name in dict.fromkeys(names) if name not in known]
+    return found
+
+
+def close_name(name: str, known: Iterable[str]) -> str | None:
+    """The known name ``name`` is most likely a typo of (``linx`` -> ``linux``), or None."""
+    matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return matches[0] if matches else None
 
 
 @functools.lru_cache(maxsize=64)

@@ -16,11 +16,14 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from feedstock_tools.conda.selectors import select_lines, selector_namespace
+from feedstock_tools.common.errors import InputError
+from feedstock_tools.conda.selectors import SelectorError, select_numbered_lines, selector_namespace
+from feedstock_tools.conda.yaml_errors import yaml_error, yaml_problem
 
 Spec = dict[str, Any]
 Variant = dict[str, Any]
@@ -48,18 +51,35 @@ def _trim_empty_keys(spec: Spec) -> Spec:
 
 
 def parse_variant_text(
-    text: str, subdir: str, environ: Mapping[str, str], variant: Mapping[str, Any] | None = None
+    text: str,
+    subdir: str,
+    environ: Mapping[str, str],
+    variant: Mapping[str, Any] | None = None,
+    source: Path | None = None,
 ) -> Spec:
     """A ``conda_build_config.yaml``-style text as conda-build reads it for ``subdir``.
 
     Selectors first (with ``os.environ`` reading ``environ``), then YAML with the base loader so every
-    scalar stays a string, then keys whose values were all selected away are dropped.
+    scalar stays a string, then keys whose values were all selected away are dropped. With ``source``
+    (the file ``text`` was read from), a YAML error or a selector that cannot be evaluated is one
+    :class:`InputError` naming the file and its line (the selected text has fewer lines than the file).
     """
     namespace = selector_namespace(subdir, variant or {}, environ=environ)
-    selected = select_lines(text, namespace)
-    loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
+    try:
+        selected, numbers = select_numbered_lines(text, namespace)
+    except SelectorError as exc:
+        if source is None:
+            raise
+        raise InputError(f"{source}: {exc}; fix the selector") from None
+    try:
+        loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
+    except yaml.YAMLError as exc:
+        if source is None:
+            raise VariantError(f"not valid YAML ({yaml_problem(exc)})") from None
+        raise yaml_error(source, exc, selected, numbers) from None
     if not isinstance(loaded, dict):
-        raise VariantError("a variant file must be a mapping of keys to lists of values")
+        named = f"{source}: " if source is not None else ""
+        raise VariantError(f"{named}a variant file must be a mapping of keys to lists of values")
     return _trim_empty_keys(loaded)
 
 

@@ -3,7 +3,10 @@
 Fails with one line per finding when
 
 * a file in ``recipe/patches/`` is not listed in ``meta.yaml``, a listed patch is missing, or a patch lacks
-  its ``git format-patch`` header saying why it exists and its upstream status;
+  its ``git format-patch`` header with ``Why:``, ``Upstream status:`` and ``Context verified against:``;
+* a hunk of a listed patch conflicts with the upstream text the project holds, alone or after the earlier
+  patches of a configuration's series (:mod:`feedstock_tools.maintainer.patch_check` prints one table row per
+  hunk: applies / conflicts / unknown text; docs/patches.md);
 * an output's host requirements drift from the top-level build's (the megabuild passes re-run CMake in
   pass 1's cache, so they must see the same dependencies);
 * an output has no test;
@@ -13,7 +16,9 @@ Fails with one line per finding when
   ``libtorch-cuda-linalg`` adds ``_magma`` / ``_nomagma``);
 * a ``.ci_support`` file is missing, extra or stale (the CI layer's own generator decides);
 * the build driver's staging table names a package the recipe does not build with a script, or the
-  reverse.
+  reverse;
+* recipe/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
+  configuration (``render-v1``, docs/rattler-build.md).
 
 Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
 """
@@ -23,15 +28,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from feedstock_tools.ci import ci_support
-from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import (
     RenderedOutput,
     RenderedRecipe,
@@ -39,12 +45,16 @@ from feedstock_tools.conda.recipe_render import (
     render_recipe,
 )
 from feedstock_tools.conda.selectors import python_selector_number
+from feedstock_tools.maintainer import render_v1
+from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
 CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
 LINALG = "libtorch-cuda-linalg"
 PYTORCH = "pytorch"
 PATCH_SUFFIXES = (".patch", ".diff")
+# The paragraphs a patch's commit message must start (docs/patches.md says what each holds).
+PATCH_HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
 
 @dataclass(frozen=True)
@@ -98,12 +108,10 @@ def patch_header_problem(text: str) -> str | None:
     header = lines[:separator]
     if not any(line.startswith("Subject:") for line in header):
         return "no Subject: line"
-    blank = next((i for i, line in enumerate(header) if not line.strip()), None)
-    body = [line for line in header[blank + 1 :] if line.strip()] if blank is not None else []
-    if not body:
-        return "commit message has no body saying why the patch exists"
-    if not any("upstream" in line.lower() for line in header):
-        return "commit message does not state the upstream status"
+    missing = [field for field in PATCH_HEADER_FIELDS if not any(line.startswith(field) for line in header)]
+    if missing:
+        fields = " / ".join(repr(field) for field in missing)
+        return f"commit message has no {fields} paragraph (docs/patches.md)"
     return None
 
 
@@ -262,6 +270,8 @@ def check_ci_support(root: Path, pinning: Path) -> list[Finding]:
         return [
             Finding("ci-support", line.split(": ", 1)[-1], line) for line in ci_support.drift(root, pinning)
         ]
+    except InputError:  # a broken input file stops the check (one line), it is not a finding
+        raise
     except ToolError as exc:
         return [Finding("ci-support", ".ci_support", str(exc))]
 
@@ -295,25 +305,52 @@ def _expected_configs(root: Path, pinning: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def run_checks(root: Path, pinning: Path) -> list[Finding]:
+def check_patch_hunks(
+    recipe_dir: Path, version: str, series: Mapping[str, tuple[str, ...]]
+) -> tuple[PatchReport, list[Finding]]:
+    """Every listed patch's hunks against the pre-image text of ``version``: conflicts are findings."""
+    report = check_patch_series(recipe_dir, version, series, recipe_dir.parent / "tests" / "patch_fixtures")
+    findings = [Finding("patch-format", f"recipe/{patch}", why) for patch, why in report.unreadable]
+    findings += [
+        Finding("patch-conflict", f"recipe/{row.patch}", f"{row.hunk}: {row.detail}")
+        for row in report.rows
+        if row.verdict.value == "conflicts"
+    ]
+    return report, findings
+
+
+def run_checks(
+    root: Path, pinning: Path, on_patch_report: Callable[[PatchReport], None] | None = None
+) -> list[Finding]:
+    """Every rule's findings; ``on_patch_report`` receives the patch hunk table (``check`` prints it)."""
     recipe_dir = root / "recipe"
     if not (recipe_dir / "meta.yaml").is_file():
         raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
+    check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
     findings = check_patches(recipe_dir)
     findings += check_ci_support(root, pinning)
     try:
         configs = _expected_configs(root, pinning)
+    except InputError:
+        raise
     except ToolError as exc:
         return [*findings, Finding("render", ".ci_support", str(exc))]
     scripted: set[str] = set()
     bases: dict[int, list[str]] = {}
+    series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies
+    versions: set[str] = set()
     for name, data in configs.items():
         try:
             rendered = render_recipe(recipe_dir, data)
+        except InputError:
+            raise
         except (ToolError, ValueError) as exc:
             findings.append(Finding("render", name, str(exc)))
             continue
         scripted |= {output.name for output in rendered.outputs if output.script}
+        if rendered.top_level is not None:
+            series[name] = tuple(str(p) for p in rendered.top_level.source.get("patches") or [])
+            versions.add(rendered.top_level.version)
         findings += check_tests(name, rendered)
         findings += check_host(name, rendered)
         base = top_level_base(data, rendered)
@@ -331,7 +368,43 @@ def run_checks(root: Path, pinning: Path) -> list[Finding]:
         )
     if scripted:
         findings += check_staging(scripted)
+    if len(versions) == 1:
+        report, patch_findings = check_patch_hunks(recipe_dir, versions.pop(), series)
+        findings += patch_findings
+        if on_patch_report is not None:
+            on_patch_report(report)
+    findings += check_recipe_v1(root)
     return _dedupe(findings)
+
+
+def print_patch_report(report: PatchReport) -> None:
+    for line in report.table():
+        print(line)
+    print(report.summary())
+
+
+def check_recipe_v1(root: Path) -> list[Finding]:
+    """Every difference between recipe.yaml's real rattler-build render and meta.yaml's, per committed
+    .ci_support configuration (nothing when there is no recipe.yaml)."""
+    recipe_dir = root / "recipe"
+    if not (recipe_dir / "recipe.yaml").is_file():
+        return []
+    findings = []
+    for path in sorted((root / ".ci_support").glob("*.yaml")):
+        try:
+            _, differences = render_v1.compare_config(recipe_dir, path)
+        except (ToolError, ValueError) as exc:
+            findings.append(Finding("recipe-v1", path.stem, str(exc)))
+            continue
+        findings += [
+            Finding(
+                "recipe-v1",
+                f"{d.config}: {d.output}",
+                f"{d.field}: meta.yaml {d.meta!r} / recipe.yaml {d.v1!r}",
+            )
+            for d in differences
+        ]
+    return findings
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
@@ -339,7 +412,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def run(args: argparse.Namespace) -> int:
-    findings = run_checks(args.root, locate_pinning(args.pinning))
+    findings = run_checks(args.root, locate_pinning(args.pinning), None if args.json else print_patch_report)
     if args.json:
         print(json.dumps([asdict(finding) for finding in findings], indent=2))
     else:
@@ -356,7 +429,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Render every configuration a rerender would produce and check the recipe's rules: every "
             "patch in recipe/patches is listed in meta.yaml, exists and has a git format-patch header "
-            "with why and upstream status; scripted outputs keep the top-level host requirements; every "
+            "with Why:, Upstream status: and Context verified against:; every hunk of every listed patch "
+            "applies to the upstream text in tests/patch_fixtures, alone and in each configuration's "
+            "series (a table: applies / conflicts / unknown text; docs/patches.md); scripted outputs keep "
+            "the top-level host requirements; every "
             "output has a test; build numbers follow CUDA +200 + version digits, MKL +100, MAGMA +50 and "
             "build strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
             ".ci_support is what the CI generator writes; the staging table and the outputs agree. "

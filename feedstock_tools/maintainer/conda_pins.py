@@ -16,7 +16,9 @@ from typing import Any
 import jinja2
 import yaml
 
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
+from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
 # Selectors in conda-forge's pinning guard CUDA entries with os.environ["CF_CUDA_ENABLED"]; the CI
 # jobs that build CUDA variants set it, so the table does too.
@@ -32,7 +34,7 @@ def read_variant_file(
 ) -> dict[str, list[str]]:
     """A ``conda_build_config.yaml``-style file as ``key -> [values as text]`` for ``subdir``."""
     try:
-        text = _without_migrator_block(path.read_text(encoding="utf-8"))
+        text = _without_migrator_block(read_text(path))
         namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
         data = yaml.safe_load(select_lines(text, namespace)) or {}
     except (OSError, SelectorError, yaml.YAMLError) as exc:
@@ -81,7 +83,7 @@ def conda_forge_pins(pinning_dir: Path, subdir: str) -> dict[str, list[str]]:
 
 def _migrator_header(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_text(path)) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise PinReadError(f"{path}: {exc}") from exc
     header = data.get("__migrator", {}) if isinstance(data, dict) else {}
@@ -130,12 +132,15 @@ def render_recipe(recipe_dir: Path, subdir: str, variant: Mapping[str, Any]) -> 
     meta = recipe_dir / "meta.yaml"
     try:
         namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
-        source = select_lines(meta.read_text(encoding="utf-8"), namespace)
+        source = select_lines(read_text(meta), namespace)
         template = jinja2.Environment(undefined=_LenientUndefined).from_string(source)
-        rendered = template.render(_conda_build_context(variant, namespace))
-        return yaml.safe_load(select_lines(rendered, namespace))
-    except (OSError, jinja2.TemplateError, SelectorError, yaml.YAMLError) as exc:
+        rendered = select_lines(template.render(_conda_build_context(variant, namespace)), namespace)
+    except (OSError, jinja2.TemplateError, SelectorError) as exc:
         raise PinReadError(f"{meta}: {exc}") from exc
+    try:
+        return yaml.safe_load(rendered)
+    except yaml.YAMLError as exc:
+        raise rendered_yaml_error(meta, exc, rendered) from None
 
 
 def requirement_strings(recipe: Any) -> Iterator[str]:

@@ -19,7 +19,8 @@ from typing import Any
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.conda.pinning import add_pinning_argument, find_pinning, locate_pinning
+from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS
 from feedstock_tools.maintainer.conda_pins import (
     PinReadError,
@@ -339,14 +340,17 @@ def _load_upstream(
 
 
 def _load_pinning(pinning: Path | None, subdir: str, notes: list[str]) -> dict[str, list[str]]:
+    """The pinning's values; the command always has one (conda/pinning.py stops it otherwise), a caller of
+    :func:`build_table` may pass None for a table without the column."""
     if pinning is None or not pinning.is_dir():
         notes.append(f"conda-forge pinning not found at {pinning}: Conda-forge column empty")
         return {}
     try:
         return conda_forge_pins(pinning, subdir)
     except PinReadError as exc:
-        notes.append(f"conda-forge pinning unreadable ({exc}): Conda-forge column empty")
-        return {}
+        raise ToolError(
+            f"conda-forge pinning unreadable ({exc}); give a complete conda-forge-pinning"
+        ) from None
 
 
 def _load_recipe(
@@ -356,6 +360,7 @@ def _load_recipe(
     if recipe is None or not (recipe / "meta.yaml").is_file():
         notes.append(f"no meta.yaml in {recipe}: Recipe column empty")
         return {}, {}
+    check_recipe(recipe, known=cf_pins)  # a broken recipe file stops deps as it stops every command
     try:
         variant_pins = {}
         if (recipe / "conda_build_config.yaml").is_file():
@@ -371,8 +376,7 @@ def _load_recipe(
         variants += [{**base, **platform, "cuda_compiler_version": "None", **v} for v in RENDER_VARIANTS[1:]]
         return recipe_pins(recipe, subdir, variants), variant_pins
     except PinReadError as exc:
-        notes.append(f"recipe unreadable ({exc}): Recipe column empty")
-        return {}, {}
+        raise ToolError(f"recipe unreadable ({exc}); fix it or give another --recipe") from None
 
 
 def _compare(
@@ -483,11 +487,12 @@ def _check_inputs(args: argparse.Namespace) -> None:
         else:
             inputs.input_file(args.upstream, "--upstream", "a PyTorch source tree or release tarball")
     if args.wheel is not None:
-        wanted = "a torch wheel (.whl), its METADATA file or its .dist-info directory"
+        wanted = "a torch wheel (.whl), its METADATA (or PyPI's <wheel>.whl.metadata) or its .dist-info"
         if args.wheel.is_dir():
             inputs.input_dir(args.wheel, "--wheel", wanted, holding="METADATA")
         else:
-            inputs.input_file(args.wheel, "--wheel", wanted, (".whl", "METADATA"))
+            # PyPI serves a wheel's METADATA beside it as <wheel>.whl.metadata (PEP 658)
+            inputs.input_file(args.wheel, "--wheel", wanted, (".whl", "METADATA", ".whl.metadata"))
     inputs.input_dir(args.recipe, "--recipe", "the recipe directory (recipe/)", holding="meta.yaml")
 
 
@@ -495,7 +500,7 @@ def run(args: argparse.Namespace) -> int:
     if args.subdir not in KNOWN_SUBDIRS:
         raise ToolError(f"unknown --subdir {args.subdir!r}; use one of {', '.join(KNOWN_SUBDIRS)}")
     _check_inputs(args)
-    pinning_dir = locate_pinning(args.pinning) if args.pinning is not None else find_pinning()
+    pinning_dir = locate_pinning(args.pinning)
     table = build_table(args.upstream, args.wheel, args.recipe, pinning_dir, args.subdir)
     markdown = render_markdown(table)
     if args.markdown:
@@ -526,7 +531,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--upstream", type=Path, help="PyTorch source tree directory or release tarball")
-    parser.add_argument("--wheel", type=Path, help="built torch wheel (.whl), or its METADATA / .dist-info")
+    parser.add_argument(
+        "--wheel",
+        type=Path,
+        help="built torch wheel (.whl), its METADATA (as PyPI serves it: <wheel>.whl.metadata) or .dist-info",
+    )
     parser.add_argument(
         "--recipe", type=Path, default=DEFAULT_RECIPE, help="recipe directory (default: %(default)s)"
     )

@@ -7,7 +7,8 @@ reads binaries with:
 
 * ELF: ``DT_NEEDED`` searched in ``DT_RUNPATH`` (else ``DT_RPATH``) with ``$ORIGIN``; Mach-O: the
   ``LC_LOAD_DYLIB`` family with ``@rpath`` (``LC_RPATH``), ``@loader_path`` and absolute install names; PE:
-  the import and delay-import tables, searched beside the file and in ``Library/bin``.
+  the import and delay-import tables, searched beside the file and in ``Library/bin`` (the directories
+  Windows' loader searches for torch._C's DLLs: see ``_find_in_environment``).
 * A needed library resolves, in this order, to a file of the same package or of a package it depends on
   (its run requirements among the staged packages, transitively); to the output's ``missing_dso_whitelist``;
   to the platform's system set (:data:`runtime_libraries.SYSTEM`); to a conda-forge package that is a run
@@ -405,7 +406,12 @@ class LinkageCheck:
                 candidates += [posixpath.join(self._expand(p, directory), rest) for p in needs.search_paths]
             elif library.startswith(("@loader_path/", "@executable_path/")):
                 candidates.append(posixpath.join(directory, library.split("/", 1)[1]))
-        else:  # PE: beside the file, then conda's Library/bin (on PATH in an activated environment)
+        else:
+            # PE: beside the file, then conda's Library/bin. Not through PATH: CPython loads an extension
+            # module with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (python/cpython
+            # 003b808e Python/dynload_win.c, bpo-36085), which searches the module's own directory and those
+            # added with os.add_dll_directory; 2.13.0's torch/__init__.py adds sys.exec_prefix/Library/bin
+            # before it imports torch._C (the win_amd64 wheel's torch/__init__.py lines 175, 241-242, 445)
             candidates += [posixpath.join(directory, library), posixpath.join("Library/bin", library)]
         for candidate in candidates:
             resolved = self._resolve_links(posixpath.normpath(candidate))

@@ -44,6 +44,14 @@ class RunExport:
     env: str  # "host" or "build"
     exports: tuple[tuple[str, str | None, str | None], ...]
     as_written: bool = False  # the export is the requirement itself (arm-variant's "arm-variant * <kind>")
+    # the requirement's version is that of this other requirement of the same environment (cross-python's
+    # is the build Python's: its run requirement ties the two)
+    version_of: str | None = None
+    # the export is the pinning's value of this key at the requirement's version ("3.10.* *_cpython")
+    pinned_export: str | None = None
+    fixed: tuple[str, ...] = ()  # exports that do not follow the requirement's version (vs2022's runtimes)
+    # the version the host solve installs where the rendering gives a range (libcudss-dev <0.8 -> 0.7.1.4)
+    solved_version: str | None = None
 
 
 @dataclass
@@ -119,13 +127,26 @@ def run_export_table(metadata: Mapping[str, Any]) -> list[RunExport]:
     table = []
     for entry in metadata["run_exports"]:
         exports = tuple((str(n), _pin(lo), _pin(hi)) for n, lo, hi in entry.get("exports") or ())
-        as_written = bool(entry.get("as_written"))
-        table.append(RunExport(str(entry["requirement"]), str(entry["env"]), exports, as_written))
+        table.append(
+            RunExport(
+                str(entry["requirement"]),
+                str(entry["env"]),
+                exports,
+                as_written=bool(entry.get("as_written")),
+                version_of=_optional(entry.get("version_of")),
+                pinned_export=_optional(entry.get("pinned_export")),
+                fixed=tuple(str(spec) for spec in entry.get("fixed") or ()),
+                solved_version=_optional(entry.get("solved_version")),
+            )
+        )
     return table
 
 
 def _pin(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+_optional = _pin
 
 
 # ---- our packages ------------------------------------------------------------------------------------------
@@ -182,15 +203,42 @@ def applied_run_exports(
                 if entry.as_written:
                     added.append(spec)
                     continue
-                version = spec_version(spec) or _pinned_version(pinning, name)
+                added += entry.fixed
+                if not entry.exports and not entry.pinned_export:
+                    continue
+                version = _export_version(spec, entry, specs, pinning)
                 if version is None:
                     raise ToolError(
                         f"{output.name}: the run_exports of {name} need its version, but the rendering "
                         f"({spec!r}) and the pinning give none; pin {name} in recipe/meta.yaml"
                     )
+                if entry.pinned_export:
+                    pinned = _pinned_value(pinning, entry.pinned_export, version)
+                    added.append(f"{entry.pinned_export} {pinned}")
                 for exported, min_pin, max_pin in entry.exports:
                     added.append(f"{exported} {apply_pin_expressions(version, min_pin, max_pin)}".strip())
     return [spec for spec in added if spec_name(spec) not in ignore]
+
+
+def _export_version(
+    spec: str, entry: RunExport, environment: Sequence[str], pinning: Mapping[str, Any]
+) -> str | None:
+    """The version a run_export is computed from: the requirement's own (rendering, else pinning) or, with
+    ``version_of``, the single version the environment's requirement of that name gives."""
+    if entry.version_of is None:
+        return spec_version(spec) or _pinned_version(pinning, spec_name(spec)) or entry.solved_version
+    versions = [spec_version(s) for s in environment if spec_name(s) == entry.version_of]
+    return next((v for v in versions if v), None)
+
+
+def _pinned_value(pinning: Mapping[str, Any], key: str, version: str) -> str:
+    """The pinning's value of ``key`` at ``version``: python 3.10 -> "3.10.* *_cpython"."""
+    for value in pinning.get(key) or []:
+        if spec_version(f"{key} {str(value).split()[0]}") == version:
+            return str(value)
+    raise ToolError(
+        f"conda-forge's pinning has no {key} {version}; pass --pinning with a complete conda-forge-pinning"
+    )
 
 
 def _pinned_version(pinning: Mapping[str, Any], name: str) -> str | None:

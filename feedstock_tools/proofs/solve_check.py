@@ -100,21 +100,31 @@ def word_kind(word: str) -> str:
         return MAGMA_IN_TORCH
     raise ToolError(
         f"unknown word {word!r} in an expectation of {REQUESTS_FILE.name}; use cpu/cudaNNN, mkl/generic, "
-        "magma/nomagma, libmagma, pyNNN/nopython, sbsa/tegra or 'fails: TEXT'"
+        "magma/nomagma, libmagma, pyNNN/nopython, sbsa/tegra, 'solves' or 'fails: TEXT'"
     )
+
+
+# a request for something other than torch (a build's host requirements): only that a solution exists
+SOLVES = "solves"
+
+
+def failed_as_expected(text: str, outcome: Outcome) -> tuple[bool, str]:
+    """(matches, why not) for "fails: TEXT"."""
+    if outcome.solved:
+        return False, "expected no solution, the solver found one"
+    if text not in outcome.error:
+        return False, f"the solver's explanation does not mention {text!r}"
+    return True, ""
 
 
 def verdict(expectation: str, outcome: Outcome) -> tuple[bool, str]:
     """(matches, why not) for one expectation."""
     if expectation.startswith("fails:"):
-        text = expectation.split(":", 1)[1].strip()
-        if outcome.solved:
-            return False, "expected no solution, the solver found one"
-        if text not in outcome.error:
-            return False, f"the solver's explanation does not mention {text!r}"
-        return True, ""
+        return failed_as_expected(expectation.split(":", 1)[1].strip(), outcome)
     if not outcome.solved:
         return False, "expected a solution, the solver found none"
+    if expectation == SOLVES:
+        return True, ""
     if outcome.torch() is None:
         return False, "neither pytorch nor libtorch installed"
     wanted = {word_kind(word): word for word in expectation.split()}
@@ -173,7 +183,7 @@ def load_requests(path: Path = REQUESTS_FILE) -> tuple[list[Machine], list[Reque
                 + "; give every machine of the table exactly one expectation"
             )
         for expectation in request.expect.values():
-            if not expectation.startswith("fails:"):
+            if not expectation.startswith("fails:") and expectation != SOLVES:
                 for word in expectation.split():
                     word_kind(word)
     return machines, requests
@@ -285,6 +295,10 @@ def table(rows: Sequence[Row]) -> tuple[str, list[str]]:
                 "yes" if "libmagma" in outcome.packages else "no",
                 words[PYTHON],
             ]
+        elif outcome.solved:  # a request for other packages (a build's host): what it installed
+            cuda = outcome.packages.get("cuda-version", {}).get("version", "-")
+            names = sorted(n for n in outcome.packages if not n.startswith("__"))
+            cells = [f"solved: {', '.join(names)}", "", "", cuda, "", ""]
         else:
             cells = [f"no solution: {short_reason(outcome.error)} [{number}]", "", "", "", "", ""]
             notes.append(f"[{number}] {row.request.name} on {row.machine.name}:\n" + indent(outcome.error))

@@ -42,6 +42,14 @@ RECONFIGURE_EXEMPT = frozenset({"BUILD_PREFIX"})
 # 8-CPU / 32 GB runner (cirun-openstack-gpu-2xlarge) because CUDA builds were OOM-killed at 8
 # (pytorch-build-facts.md, corrections 9; pytorch-cpu-feedstock recipe/build.sh).
 CUDA_BYTES_PER_JOB = 8 * 1024**3
+# win-64: os.sysconf does not exist there, so the memory rule above cannot apply; conda-forge's 2.13.0 bld.bat
+# (pytorch-cpu-feedstock 74dd3d46 lines 24-27, since 0ea5e36e "Reduce MAX_JOBS on Windows") uses 4 jobs on
+# the Namespace runner this feedstock uses too (namespace-profile-16cpu-4x-on-windows-64, 16 CPUs), CPU and
+# CUDA builds alike, "to avoid being OOM-killed".
+WINDOWS_MAX_JOBS = 4
+# macOS: conda-forge's 2.13.0 build.sh (lines 138-144) uses 8 jobs on the 12-CPU Apple-silicon runner both
+# feedstocks use (namespace-profile-12cpu-on-osx-arm64), "to avoid getting OOM-killed".
+MACOS_MAX_JOBS = 8
 
 
 @dataclass(frozen=True)
@@ -66,32 +74,7 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
 
     # ---- compiler and linker flags conda-forge's activation sets ---------------------------------------
     caller = _same_debug_prefix_map(caller, build)
-    ldflags = caller.get("LDFLAGS", "")
-    put(
-        "LDFLAGS",
-        _strip_words(
-            ldflags.replace("-Wl,-z,now", "-Wl,-z,lazy"), (r"-Wl,--as-needed", *DARWIN_LDFLAGS_DROPPED)
-        ),
-        "lazy binding (-z,lazy instead of -z,now) so `import torch` works on machines without a GPU driver; "
-        "no --as-needed, which would drop the NEEDED entries that are all libtorch.so and "
-        "libtorch_global_deps.so consist of (nor its macOS twin -dead_strip_dylibs, see macos_and_cross)",
-    )
-    for flags in ("CPPFLAGS", "DEBUG_CFLAGS", "DEBUG_CXXFLAGS"):
-        if flags in caller:
-            put(flags, caller[flags], "debug-info source path of the top-level package (see CFLAGS)")
-    # osx-64: conda-forge's 2.13.0 recipe defines TARGET_OS_OSX=1 (pytorch-cpu-feedstock 74dd3d46
-    # recipe/build.sh lines 62-64, since its 3539b9f4 "fix osx build"), and builds osx-64 on Apple silicon
-    # as this feedstock does; kept so this build matches the one known to work
-    osx_64_defines = ["-DTARGET_OS_OSX=1"] if build.target_platform == "osx-64" else []
-    for flags in ("CXXFLAGS", "CFLAGS"):
-        put(
-            flags,
-            " ".join([_strip_words(caller.get(flags, ""), (r"-std=\S+",)), *osx_64_defines]).strip(),
-            "the language standard is PyTorch's choice (C++20 in 2.13); the activation's -std=c++17 would "
-            "override it wherever flags come last (nvcc's host compilation); debug-info source path of the "
-            "top-level package in every pass (the activation's -fdebug-prefix-map names PKG_NAME); osx-64: "
-            "TARGET_OS_OSX=1 as conda-forge's 2.13.0 build",
-        )
+    out += flag_settings(build, caller)
     put(
         "CMAKE_ARGS",
         shlex.join(
@@ -102,6 +85,7 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
                 f"-DCMAKE_BUILD_TYPE={build_type(caller)}",
                 f"-DUSE_MAGMA={pass1_magma(build)}",
                 *cuda_toolkit_cache_args(build),
+                *nnpack_cache_args(build),
             ]
         ),
         "read by setup.py's first configure only: conda-build's -DCMAKE_INSTALL_PREFIX=$PREFIX would "
@@ -112,7 +96,8 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         "oneDNN is silently dropped ('MKLDNN source files not found!'; conda-forge's pytorch-cpu-feedstock "
         "47cd316d does the same); CUDA: CUDAToolkit_BIN_DIR/_ROOT_DIR/_TARGET_DIR as cache variables name "
         "nvcc of the build prefix and the toolkit of the host prefix (patch 0003 lets them win over nvcc's "
-        "own toolkit location)",
+        "own toolkit location), and CUDA_TOOLKIT_ROOT_DIR the host prefix for kineto's CUPTI lookup; "
+        "x86_64 unix: PYTHON_SIX_SOURCE_DIR defined, so NNPACK does not download six (nnpack_cache_args)",
     )
     put(
         "CMAKE_GENERATOR",
@@ -131,7 +116,10 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         max_jobs(build, caller),
         "setup.py passes it as -j to cmake --build; the caller's MAX_JOBS wins; CUDA builds default to one "
         f"job per {CUDA_BYTES_PER_JOB // 1024**3} GiB of memory (at most CPU_COUNT): conda-forge's CUDA "
-        "builds were OOM-killed at 8 jobs on 8 CPUs / 32 GB and use 4",
+        f"builds were OOM-killed at 8 jobs on 8 CPUs / 32 GB and use 4; win-64: at most {WINDOWS_MAX_JOBS} "
+        "(Python cannot read the memory there; conda-forge's 2.13.0 bld.bat:24-27 uses 4 on the same runner "
+        f"'to avoid being OOM-killed'); macOS: at most {MACOS_MAX_JOBS}, as its build.sh:138-144 on the "
+        "same 12-CPU runner",
     )
     put(
         "VERBOSE",
@@ -174,6 +162,7 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     put("USE_SYSTEM_PYBIND11", "ON", "pybind11 from conda-forge, so pybind11-abi pins the extension ABI")
     put("USE_SYSTEM_EIGEN_INSTALL", "ON", "eigen from conda-forge")
     put("USE_NUMPY", "ON", "numpy is in every host that builds Python bindings; fixed so it cannot drift")
+    out += feature_settings(build)
     # ---- CUDA ---------------------------------------------------------------------------------------------
     cuda = build.cuda_version
     put("USE_CUDA", "ON" if cuda else "OFF", f"cuda_compiler_version={cuda or 'None'}")
@@ -213,6 +202,129 @@ def pass1_magma(build: CondaBuild) -> str:
     if build.cuda_version and not windows.lazy_cuda_linalg(build.target_platform):
         return "ON"
     return "OFF"
+
+
+# ---- compiler and linker flags held against conda-forge's 2.13.0 recipe (issue 30) ------------------------
+# pytorch-cpu-feedstock 74dd3d46 recipe/build.sh:
+# - lines 37-41 strip -fvisibility-inlines-hidden from CFLAGS and CXXFLAGS: the activation adds it, upstream's
+#   own builds do not use it, and with it inline functions' symbols are no longer exported from libtorch
+#   (the anchor keeps them exported so programs linking them keep working);
+# - line 43 adds -w to CXXFLAGS (the warnings of thousands of objects swamp the logs);
+# - lines 51-57 keep the warnings the newer compilers turn into errors from failing the build: for clang
+#   (macOS) deprecated declarations, unknown warning options, unused command-line arguments and
+#   -Wvla-cxx-extension; for gcc (linux) deprecated declarations and -Wmaybe-uninitialized;
+# - line 63 defines TARGET_OS_OSX=1 on osx-64 (since its 3539b9f4 "fix osx build"; osx-64 is built on
+#   Apple silicon there as here);
+# - line 68 links with -z,noexecstack on linux (its 272621ba, issue #350).
+COMPILE_FLAGS_DROPPED = (r"-std=\S+", r"-fvisibility-inlines-hidden")
+CLANG_WARNING_FLAGS = (
+    "-Wno-deprecated-declarations", "-Wno-unknown-warning-option",
+    "-Wno-error=unused-command-line-argument", "-Wno-error=vla-cxx-extension",
+)  # fmt: skip
+GCC_WARNING_FLAGS = ("-Wno-deprecated-declarations", "-Wno-error=maybe-uninitialized")
+LINUX_LDFLAGS_ADDED = ("-Wl,-z,noexecstack",)
+
+
+def compile_flags_added(build: CondaBuild, name: str) -> list[str]:
+    """The words the driver appends to CFLAGS or CXXFLAGS of ``build`` (see the block comment above)."""
+    if build.windows:
+        return windows.cuda_include_flags(build)
+    added = ["-w"] if name == "CXXFLAGS" else []
+    added += CLANG_WARNING_FLAGS if build.target_platform.startswith("osx") else GCC_WARNING_FLAGS
+    if build.target_platform == "osx-64":
+        added.append("-DTARGET_OS_OSX=1")
+    return added
+
+
+def flag_settings(build: CondaBuild, caller: Mapping[str, str]) -> list[Setting]:
+    """LDFLAGS, CFLAGS, CXXFLAGS and their companions, from the activation's (see the block comment above)."""
+    out: list[Setting] = []
+
+    def put(name: str, value: str, why: str) -> None:
+        out.append(Setting(name, value, why))
+
+    ldflags = caller.get("LDFLAGS", "")
+    linux = build.target_platform.startswith("linux-")
+    put(
+        "LDFLAGS",
+        " ".join(
+            [
+                _strip_words(
+                    ldflags.replace("-Wl,-z,now", "-Wl,-z,lazy"),
+                    (r"-Wl,--as-needed", *DARWIN_LDFLAGS_DROPPED),
+                ),
+                *(LINUX_LDFLAGS_ADDED if linux else ()),
+            ]
+        ).strip(),
+        "lazy binding (-z,lazy instead of -z,now) so `import torch` works on machines without a GPU driver; "
+        "no --as-needed, which would drop the NEEDED entries that are all libtorch.so and "
+        "libtorch_global_deps.so consist of (nor its macOS twin -dead_strip_dylibs, see macos_and_cross); "
+        "linux: -z,noexecstack, because oneDNN's ittptmark64.S has no .note.GNU-stack and would mark "
+        "libtorch_cpu.so as needing an executable stack, which glibc >= 2.41 refuses to load "
+        "(pytorch-cpu-feedstock 74dd3d46 build.sh:65-69, its 272621ba for issue #350)",
+    )
+    for flags in ("DEBUG_CFLAGS", "DEBUG_CXXFLAGS"):
+        if flags in caller:
+            put(flags, caller[flags], "debug-info source path of the top-level package (see CFLAGS)")
+    if "CPPFLAGS" in caller or build.windows:
+        put(
+            "CPPFLAGS",
+            " ".join([caller.get("CPPFLAGS", ""), *windows.cuda_include_flags(build)]).strip(),
+            "debug-info source path of the top-level package (see CFLAGS); Windows: the include flags of "
+            "windows.cuda_include_flags",
+        )
+    for flags in ("CXXFLAGS", "CFLAGS"):
+        put(
+            flags,
+            " ".join(
+                [
+                    _strip_words(caller.get(flags, ""), COMPILE_FLAGS_DROPPED),
+                    *compile_flags_added(build, flags),
+                ]
+            ).strip(),
+            "the language standard is PyTorch's choice (C++20 in 2.13); the activation's -std=c++17 would "
+            "override it wherever flags come last (nvcc's host compilation); debug-info source path of the "
+            "top-level package in every pass (the activation's -fdebug-prefix-map names PKG_NAME); no "
+            "-fvisibility-inlines-hidden and the warning flags of conda-forge's 2.13.0 build "
+            "(compile_flags_added); Windows: windows.cuda_include_flags",
+        )
+    return out
+
+
+def feature_settings(build: CondaBuild) -> list[Setting]:
+    """Optional features conda-forge's 2.13.0 build turns on or off explicitly (pytorch-cpu-feedstock 74dd3d46
+    build.sh:27-29, 202, 279; bld.bat:77-78), so the build does not depend on what the build machine has."""
+    linux_cuda = bool(build.cuda_version) and build.target_platform.startswith("linux-")
+    out = [
+        Setting(
+            "USE_ITT",
+            "OFF",
+            "no Intel VTune instrumentation (ittapi), as conda-forge's 2.13.0 on every platform; upstream's "
+            "default is ON",
+        ),
+        Setting(
+            "USE_NUMA",
+            "OFF",
+            "no libnuma: no host package provides it, so a build would link the build machine's if present "
+            "(conda-forge's 2.13.0 turns it off everywhere)",
+        ),
+        Setting(
+            "USE_CUFILE",
+            "ON" if linux_cuda else "OFF",
+            "GPUDirect Storage (cuFile) in linux CUDA builds only, whose host has libcufile-dev, else off "
+            "(conda-forge's 2.13.0: 0, then 1 in its CUDA branch)",
+        ),
+    ]
+    if linux_cuda:
+        out.append(
+            Setting(
+                "CMAKE_CUDA_FLAGS",
+                "-w -Xptxas -w",
+                "no nvcc and ptxas warnings: ptxas advisories are not silenced otherwise and swamp the log "
+                "(cuda-nvcc-feedstock#60; conda-forge's 2.13.0 build.sh:277-279, linux CUDA)",
+            )
+        )
+    return out
 
 
 # ---- macOS and cross-compiled targets (issue 10) ----------------------------------------------------------
@@ -367,7 +479,16 @@ def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
     """conda-forge's CUDA is split: nvcc in the build prefix, headers and libraries in the host prefix under
     targets/<arch>. 2.13.0's cmake/public/cuda.cmake sets CUDAToolkit_ROOT unconditionally, so only these
     cache variables redirect FindCUDAToolkit (pytorch-build-facts.md, corrections 5; the feedstock's build.sh
-    exports the same three)."""
+    exports the same three).
+
+    CUDA_TOOLKIT_ROOT_DIR is what kineto's CUPTI lookup reads: 2.13.0's cmake/Dependencies.cmake sets
+    ``CUDA_SOURCE_DIR`` to the CMake variable ``${CUDA_TOOLKIT_ROOT_DIR}`` and finds libcupti.so (cupti.lib
+    with MSVC) only below it (NO_DEFAULT_PATH), else builds kineto without CUPTI ("Could not find CUPTI
+    library, using CPU-only Kineto build"). The variable comes from PyTorch's FindCUDA.cmake, which without
+    it takes nvcc's parent directory, the build prefix, where cuda-cupti-dev is not (2.13.0 wheel,
+    share/cmake/Caffe2/Modules_CUDA_fix/upstream/FindCUDA.cmake:672-699; it never reads an environment
+    variable of that name). conda-forge's 2.13.0 sets it to the host prefix "for CUPTI" (build.sh:207-208,
+    bld.bat:105-106, since fa4e0321) and forwards it to CMake with its patch 0003."""
     if not build.cuda_version:
         return []
     if build.windows:
@@ -377,7 +498,23 @@ def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
         f"-DCUDAToolkit_BIN_DIR={build.build_prefix}/bin",
         f"-DCUDAToolkit_ROOT_DIR={build.prefix}",
         f"-DCUDAToolkit_TARGET_DIR={build.prefix}/targets/{target}",
+        f"-DCUDA_TOOLKIT_ROOT_DIR={build.prefix}",
     ]
+
+
+# NNPACK's x86-64 backend (linux-64, osx-64) generates kernels with PeachPy, which imports six; unless
+# PYTHON_SIX_SOURCE_DIR is defined, NNPACK's CMakeLists.txt downloads six from PyPI at configure time
+# (cmake/DownloadSix.cmake), and a build must not need the network. Defined empty, PeachPy's PYTHONPATH
+# gets no extra entry and the interpreter imports the six of the host environment (recipe: six in every
+# host), the same outcome as conda-forge's 2.13.0, which empties DownloadSix.cmake instead
+# (pytorch-cpu-feedstock 74dd3d46 build.sh:124-125, since f168fbcb "Unvendor six"; six in its host). A
+# constant: CMAKE_ARGS must be the same in every pass.
+NNPACK_X86_64_TARGETS = ("linux-64", "osx-64")
+
+
+def nnpack_cache_args(build: CondaBuild) -> list[str]:
+    """``-DPYTHON_SIX_SOURCE_DIR=`` where NNPACK would download six (see above)."""
+    return ["-DPYTHON_SIX_SOURCE_DIR="] if build.target_platform in NNPACK_X86_64_TARGETS else []
 
 
 def build_number(caller: Mapping[str, str]) -> str:
@@ -409,6 +546,10 @@ def max_jobs(build: CondaBuild, caller: Mapping[str, str], memory: int | None = 
             raise MegabuildError(f"MAX_JOBS={given!r} is not a positive number: fix it or unset it")
         return given
     jobs = build.cpu_count
+    if build.windows:
+        return str(min(jobs, WINDOWS_MAX_JOBS))
+    if build.target_platform.startswith("osx-"):
+        return str(min(jobs, MACOS_MAX_JOBS))
     if build.cuda_version:
         memory = physical_memory_bytes() if memory is None else memory
         if memory:

@@ -161,7 +161,7 @@ def facts_from_cache(cache: CMakeCache) -> PythonFacts:
         executable=executable,
         version=(int(fields[1]), int(fields[2]), int(fields[3])),
         soabi=soabi,
-        ext_suffix=cache.get("PYTHON_MODULE_EXTENSION") or f".{soabi}{module_suffix}",
+        ext_suffix=cache.get("PYTHON_MODULE_EXTENSION") or (f".{soabi}" if soabi else "") + module_suffix,
         include_dir=cache.get("_Python_INCLUDE_DIR"),
         stdlib=stdlib,
         platstdlib=stdarch,
@@ -209,7 +209,10 @@ def _bare_version_patterns(old: PythonFacts, new: PythonFacts) -> list[tuple[re.
 
 
 def names_old_python(value: str, old: PythonFacts) -> bool:
-    tokens = [f"python{old.short}", f"cpython-{old.nodot}", old.soabi]
+    # the SOABI only where CMake recorded one: FindPython leaves it empty when cross-compiling
+    # (_Python_INTERPRETER_PROPERTIES "Python;3;10;13;64;;;abi3;...", measured with CMake 3.25.1 and
+    # 4.1.3), and an empty token would match every value
+    tokens = [f"python{old.short}", f"cpython-{old.nodot}", *([old.soabi] if old.soabi else [])]
     tokens += [path for path in (old.include_dir, old.purelib, old.stdlib) if path]
     return any(token in value for token in tokens)
 

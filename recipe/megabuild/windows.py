@@ -70,13 +70,30 @@ def cuda_toolkit_cache_args(build: CondaBuild) -> list[str]:
         f"-DCUDAToolkit_BIN_DIR={PureWindowsPath(build.build_prefix, 'Library', 'bin').as_posix()}",
         f"-DCUDAToolkit_ROOT_DIR={library}",
         f"-DCUDAToolkit_TARGET_DIR={library}",
+        # kineto's CUPTI lookup (environment.cuda_toolkit_cache_args): cupti.lib in Library/lib
+        f"-DCUDA_TOOLKIT_ROOT_DIR={library}",
     ]
 
 
-def settings(build: CondaBuild) -> list[tuple[str, str, str]]:
-    """(name, value, why) of the settings only a win-64 build needs; each from conda-forge's bld.bat."""
+def cuda_include_flags(build: CondaBuild) -> list[str]:
+    """win-64: ``-I`` the host's and the build's ``Library/include`` for the C and C++ compilers.
+    cuda-nvcc's Windows activation sets no CUDA_CFLAGS, and without the build prefix's include directory
+    MSVC does not find nvcc's ``crt/host_config.h`` (cuda-nvcc-feedstock#47; conda-forge's 2.13.0 bld.bat
+    lines 164-172, since 6017ca6e "fix: host_config.h not found", for every Windows build). Empty
+    elsewhere."""
+    if not build.windows:
+        return []
+    return [
+        f"-I{PureWindowsPath(build.prefix, 'Library', 'include').as_posix()}",
+        f"-I{PureWindowsPath(build.build_prefix, 'Library', 'include').as_posix()}",
+    ]
+
+
+def settings(build: CondaBuild) -> list[tuple[str, str | None, str]]:
+    """(name, value, why) of the settings only a win-64 build needs (None: remove the variable); each from
+    conda-forge's bld.bat."""
     library = str(library_prefix(build))
-    out = [
+    out: list[tuple[str, str | None, str]] = [
         (
             "DISTUTILS_USE_SDK",
             "1",
@@ -91,11 +108,32 @@ def settings(build: CondaBuild) -> list[tuple[str, str, str]]:
         ("CMAKE_INCLUDE_PATH", str(library_prefix(build) / "include"), "find_path(): the host's headers"),
         ("CMAKE_LIBRARY_PATH", str(library_prefix(build) / "lib"), "find_library(): its import libraries"),
         ("libuv_ROOT", library, "gloo's libuv transport: conda-forge's libuv in %LIBRARY_PREFIX%"),
+        (
+            "USE_LITE_PROTO",
+            "ON",
+            "the lite protobuf runtime, as conda-forge's 2.13.0 win-64 build links conda-forge's libprotobuf "
+            "(bld.bat:73-74; both came with 46d7b46a 'protobuf on windows', whose earlier comment blamed "
+            "link errors on symbols conflicting with caffe2_protos.lib); kept so it links as that one",
+        ),
+        (
+            "CMAKE_GENERATOR_PLATFORM",
+            None,
+            "conda's vs2022 activation may set it (vc-feedstock afcf954 activate.bat:148-152) for Visual "
+            "Studio generators; CMake reads it from the environment and refuses a platform with Ninja "
+            "(conda-forge's 2.13.0 bld.bat:146-147 clears both)",
+        ),
+        ("CMAKE_GENERATOR_TOOLSET", None, "as CMAKE_GENERATOR_PLATFORM: Ninja takes no toolset"),
     ]
     if build.cuda_version:
         out += [
             ("USE_NCCL", "0", "conda-forge has no nccl for win-64 (its bld.bat: 'NCCL is not available')"),
-            ("CUDA_TOOLKIT_ROOT_DIR", library, "CUPTI's lookup (kineto) reads this one"),
-            ("CUDAToolkit_ROOT", library, "FindCUDAToolkit's root hint, for the lookups outside cuda.cmake"),
+            # (no CUDA_TOOLKIT_ROOT_DIR here: 2.13.0 never forwards that environment variable to CMake and
+            # FindCUDA reads only the CMake variable; it is a cache argument, cuda_toolkit_cache_args)
+            (
+                "CUDAToolkit_ROOT",
+                library,
+                "FindCUDAToolkit's root hint (find_package reads <Package>_ROOT from the environment), for "
+                "the lookups outside cuda.cmake",
+            ),
         ]
     return out

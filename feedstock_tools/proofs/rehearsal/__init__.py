@@ -146,6 +146,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"   skipped {step.label}: CPython {step.python} is not on this machine")
     with timed(phases, "build scripts"):
         rehearsal.run()
+    outcome = conclude(rehearsal, phases)
+    if outcome.exit_status != 0:
+        first, more = outcome.problems[0], len(outcome.problems) - 1
+        raise ToolError(
+            first + (f" (and {more} more problem(s) above; work directory {rehearsal.dir})" if more else "")
+        )
+    return 0
+
+
+def conclude(rehearsal: harness.Rehearsal, phases: dict[str, float]) -> report.Outcome:
+    """After the builds: the import and linkage checks, the summary printed and written to
+    ``summary.json``, and the verdicts the exit status is made of (the tests conclude their rehearsals
+    here too)."""
     with timed(phases, "import checks"):
         checks = report.import_checks(rehearsal)
         rehearsal.remover.wait()
@@ -153,18 +166,13 @@ def run(args: argparse.Namespace) -> int:
         linkage_checks = report.linkage_checks(rehearsal)
     summary = print_summary(rehearsal, checks, phases, linkage_checks)
     (rehearsal.dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    failed = [check.label for check in checks if not check.ok]
-    if failed:
-        raise ToolError(
-            f"import torch failed in {', '.join(failed)}: see the lines above and {rehearsal.dir}"
-        )
-    unresolved = [check for check in linkage_checks if not check.ok]
-    if unresolved:
-        raise ToolError(
-            f"linkage of {unresolved[0].label}: {unresolved[0].errors[0]} "
-            f"({sum(len(c.errors) for c in unresolved)} unresolved need(s) in all: see the lines above)"
-        )
-    return 0
+    return report.Outcome(
+        [step.label for step in rehearsal.steps],
+        list(rehearsal.results),
+        checks,
+        linkage_checks,
+        report.work_ratio(rehearsal),
+    )
 
 
 @contextmanager

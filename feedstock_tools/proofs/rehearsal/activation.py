@@ -129,6 +129,12 @@ DARWIN_ONLY_FLAGS = (
     "-Wl,-headerpad_max_install_names",
     "-headerpad_max_install_names",
     "-Wl,-undefined,dynamic_lookup",  # CMake's FindPython gives Python::Module this on APPLE
+    # clang's warnings the driver does not let fail the build (megabuild/environment.py CLANG_WARNING_FLAGS);
+    # gcc refuses -Wno-error= of a warning it lacks ("cc1plus: error: '-Wno-error=vla-cxx-extension': no
+    # option", gcc 12 here) and does not know -Wunknown-warning-option
+    "-Wno-unknown-warning-option",
+    "-Wno-error=unused-command-line-argument",
+    "-Wno-error=vla-cxx-extension",
 )
 
 

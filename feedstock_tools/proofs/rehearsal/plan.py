@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.path_safety import component
 
 TOP_LEVEL_NAME = "libtorch-split"
@@ -84,7 +85,7 @@ def work_name(config_path: Path) -> str:
 def load_config(path: Path) -> dict[str, list[str]]:
     """A `.ci_support/*.yaml` file: variant key -> list of values (strings, as conda-build reads them)."""
     try:
-        data = yaml.load(path.read_text(), Loader=yaml.BaseLoader)
+        data = yaml.load(read_text(path), Loader=yaml.BaseLoader)
     except (OSError, yaml.YAMLError) as exc:
         first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ToolError(f"cannot read {path}: {first_line}; pass a .ci_support/<name>.yaml file") from exc

@@ -259,12 +259,38 @@ class LinkageCheck:
         return not self.errors
 
 
+def stand_in_reader(target: targets.Target) -> linkage.BinaryReader:
+    """How the linkage check reads the stand-in's binaries: ELF files whatever the target (target.py),
+    read as the binaries they stand for. A win-64 target's are read as PE files: their ``DT_NEEDED``
+    entries as the import table, and no search path, for Windows' loader has no RUNPATH. It finds a DLL
+    beside the file that loads it or in a directory added to the DLL search, and for ``torch._C`` that
+    is ``Library/bin``, where the pytorch package puts ``torch_python.dll`` (as conda-forge's bld.bat
+    does, 74dd3d46 line 260): CPython loads an extension module with ``LoadLibraryExW(path, NULL,
+    LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR)`` (python/cpython 003b808e,
+    Python/dynload_win.c, bpo-36085: PATH is not searched), and 2.13.0's torch/__init__.py adds
+    ``os.path.join(sys.exec_prefix, "Library", "bin")`` with ``os.add_dll_directory`` before it imports
+    ``torch._C`` (the win_amd64 wheel's torch/__init__.py: ``_load_dll_libraries``, lines 167-288, that
+    directory at 175 and 241-242; on Windows the import is line 445). Read as ELF, the rehearsal's
+    ``_C.cp3XY-win_amd64.pyd`` looked for ``torch_python.dll`` only along its relocated RUNPATH
+    (``$ORIGIN/../../..:$ORIGIN:$ORIGIN/lib``), which no Windows loader reads."""
+    if not target.windows:
+        return linkage.read_binary
+
+    def as_windows_binary(path: Path) -> linkage.BinaryNeeds | None:
+        needs = linkage.read_binary(path)
+        return None if needs is None else linkage.BinaryNeeds("PE", needs.needed)
+
+    return as_windows_binary
+
+
 def linkage_checks(rehearsal: Rehearsal) -> list[LinkageCheck]:
     """Every package the rehearsal built, checked as it would be installed with the packages it depends
     on (the builds conda's solver would pick): every library its binaries load resolves
-    (feedstock_tools/proofs/linkage.py). The binaries are ELF whatever the target (target.py); the run
-    requirements are those the recipe renders for the target."""
+    (feedstock_tools/proofs/linkage.py). The binaries are ELF whatever the target (target.py), searched as
+    the target's loader searches (:func:`stand_in_reader`); the run requirements are those the recipe
+    renders for the target."""
     checks = []
+    reader = stand_in_reader(rehearsal.target)
     for result in rehearsal.results:
         if not result.ok or result.package_dir is None or not result.new_files:
             continue
@@ -272,7 +298,7 @@ def linkage_checks(rehearsal: Rehearsal) -> list[LinkageCheck]:
         installed = {r.step.name: r for r in rehearsal.solver_installs([exact_spec(result)])}
         installed[result.step.name] = result
         specs = [package_spec_of(r, rehearsal.target.subdir) for r in installed.values()]
-        check = linkage.LinkageCheck(specs, "linux", machine_runtime=MACHINE_RUNTIME)
+        check = linkage.LinkageCheck(specs, "linux", reader=reader, machine_runtime=MACHINE_RUNTIME)
         outcome = check.run(checked=[result.step.name])
         checks.append(LinkageCheck(result.step.label, outcome.binaries, outcome.errors, outcome.warnings))
     return checks
@@ -291,3 +317,49 @@ def package_spec_of(result: StepResult, subdir: str) -> linkage.PackageSpec:
         step.missing_dso_whitelist,
     )
     return linkage.package_spec(step.name, result.package_dir, output, platform)
+
+
+# ---- the verdicts: what the exit status of `rehearse` is made of ------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """Every verdict of a rehearsal: its builds, import checks, linkage checks and compile-work ratio.
+    ``rehearse`` exits 0 exactly when :attr:`problems` is empty; the tests assert the same object."""
+
+    planned: list[str]  # labels of the steps the rehearsal was to run
+    results: list[StepResult]
+    import_checks: list[ImportCheck]
+    linkage_checks: list[LinkageCheck]
+    ratio: WorkRatio
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per failed verdict, in the order the rehearsal reaches them."""
+        lines = [
+            f"{r.step.label}: its build script failed with exit {r.returncode} ({r.last_line()!r}); "
+            f"full log: {r.log}"
+            for r in self.results
+            if not r.ok
+        ]
+        ran = {r.step.label for r in self.results}
+        missing = [label for label in self.planned if label not in ran]
+        if missing:
+            lines.append(f"{len(missing)} planned step(s) did not run, the first {missing[0]}")
+        failed = [check.label for check in self.import_checks if not check.ok]
+        if failed:
+            lines.append(f"import torch failed in {', '.join(failed)}: see the lines above")
+        unresolved = [check for check in self.linkage_checks if not check.ok]
+        if unresolved:
+            lines.append(
+                f"linkage of {unresolved[0].label}: {unresolved[0].errors[0]} "
+                f"({sum(len(c.errors) for c in unresolved)} unresolved need(s) in all: see the lines above)"
+            )
+        if self.ratio.compiled != self.ratio.expected:
+            lines.append(
+                f"compile-work ratio {self.ratio.formula()}, not 1.00: a pass compiled objects outside the "
+                "targets it rebuilds (see the per-step table above; MEGABUILD_STRICT=1 stops that pass)"
+            )
+        return lines
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.problems else 0

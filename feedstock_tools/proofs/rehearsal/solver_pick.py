@@ -10,7 +10,6 @@ choice among the recipe's builds. ``solve-check`` runs the same solver over the 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -18,7 +17,8 @@ from typing import Protocol
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.plan import Step
 from feedstock_tools.proofs.solve_channel import Channel, record, spec_name
-from feedstock_tools.proofs.solve_check import REQUESTS_FILE, Machine, Request, load_requests, solve
+from feedstock_tools.proofs.solve_check import REQUESTS_FILE, Machine, Request, load_requests
+from feedstock_tools.proofs.solver_process import solve_in_child
 
 
 class Built(Protocol):
@@ -65,7 +65,9 @@ def solver_pick(
         return []
     channel_of(built, target).write(scratch)
     request = Request("rehearsal", tuple(specs), (), {})
-    outcome = asyncio.run(solve(scratch, request, machine_for(target, variant)))
+    # in a child process: py-rattler's runtime threads must not outlive a solve in this one
+    # (solver_process.py, docs/failure-modes.md)
+    outcome = solve_in_child(scratch, request, machine_for(target, variant))
     if not outcome.solved:
         raise ToolError(
             f"the solver installs none of the rehearsed packages for {' '.join(specs)}: "

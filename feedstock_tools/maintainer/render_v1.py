@@ -1,0 +1,240 @@
+"""``render-v1``: recipe/recipe.yaml (rattler-build, v1) against meta.yaml (conda-build), output by output.
+
+meta.yaml is the recipe conda-forge builds; recipe.yaml says the same in v1 (docs/rattler-build.md). This
+command renders both for every .ci_support configuration — recipe.yaml with the REAL rattler-build
+(py-rattler-build, :mod:`feedstock_tools.conda.rattler_render`), meta.yaml with the project's conda-build
+emulation (:mod:`feedstock_tools.conda.recipe_render`) — and names every difference in an output's name,
+version, build number, build string (the hash aside: the two builders hash different inputs), requirements,
+run-exports, run constraints and tests. Exit status 1 on any difference (``check`` runs it), so neither
+recipe can change without the other.
+
+Normalisation, each forced by the formats (docs/rattler-build.md lists them):
+
+* a host/build spec whose version is exactly the variant's value for that name is compared as the bare
+  name: conda-build writes the pin into the rendered spec, rattler-build applies it when it resolves;
+* ``pin_subpackage`` is rendered by conda-build, kept as a call by rattler-build's stage 1: it is compared
+  as the spec conda-build renders (``exact``: ``name version build``; ``upper_bound x.x``: ``>=v,<next``);
+* test scripts: rattler-build renders their ``${{ ... }}`` when it runs them, so they are rendered here with
+  Jinja over the output's context and variant; a v1 ``python: imports`` test is compared with meta.yaml's
+  ``imports``; v1 names a test's recipe files and source files in two lists, meta.yaml in ``files`` and
+  ``source_files``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from feedstock_tools.common.config_selector import configuration_files
+from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.conda import rattler_render, recipe_render
+
+_HASH = re.compile(r"(?<![0-9A-Za-z])h[0-9a-f]{7}(?![0-9a-f])")
+_SCRIPT_JINJA = jinja2.Environment(
+    variable_start_string="${{", variable_end_string="}}", undefined=jinja2.StrictUndefined
+)
+
+
+@dataclass(frozen=True)
+class Difference:
+    config: str
+    output: str  # "pytorch cpu_generic_py312_h<hash>_0"
+    field: str
+    meta: Any
+    v1: Any
+
+    def line(self) -> str:
+        return (
+            f"{self.config}: {self.output}: {self.field}: meta.yaml {self.meta!r} / recipe.yaml {self.v1!r}"
+        )
+
+
+def mask_hash(text: str) -> str:
+    return _HASH.sub("h<hash>", text)
+
+
+def _canonical(spec: str) -> str:
+    """conda's meaning spelled one way: ``name 1.2`` is ``name 1.2.*`` and ``name 1.2 build`` is
+    ``name ==1.2 build`` (conda-build writes the short forms; rattler-build's strict parser refuses them)."""
+    words = spec.split()
+    if len(words) >= 2 and words[1][:1].isdigit() and not any(c in words[1] for c in "*,<>=!|"):
+        words[1] = f"=={words[1]}" if len(words) == 3 else f"{words[1]}.*"
+    return " ".join(words)
+
+
+def _unpin(spec: str, variant: Mapping[str, Any], siblings: Mapping[str, Any]) -> str:
+    words = spec.split()
+    if len(words) < 2 or words[0] in siblings:
+        return spec
+    value = variant.get(words[0]) or variant.get(words[0].replace("-", "_"))
+    if value is None:
+        return spec
+    rest = " ".join(words[1:])
+    return (
+        words[0] if rest in (str(value), f"{value}.*") or rest == f"{value}".replace(" ", ".* ", 1) else spec
+    )
+
+
+def _bump(version: str, parts: int) -> str:
+    numbers = version.split(".")[:parts]
+    numbers[-1] = str(int(numbers[-1]) + 1)
+    return ".".join(numbers) + ".0a0"
+
+
+def _v1_spec(item: Any, siblings: Mapping[str, tuple[str, str]]) -> str:
+    """A stage-1 requirement as conda-build would render it (strings stay; pin_subpackage is resolved)."""
+    if isinstance(item, str):
+        return item
+    pin = item["pin_subpackage"]
+    version, build = siblings[pin["name"]]
+    if pin.get("exact"):
+        return f"{pin['name']} {version} {build}"
+    upper = pin.get("upper_bound")
+    if upper:
+        return f"{pin['name']} >={version},<{_bump(version, upper.count('x'))}"
+    return pin["name"]
+
+
+def _specs(
+    items: Iterable[Any], variant: Mapping[str, Any], siblings: Mapping[str, tuple[str, str]]
+) -> list[str]:
+    return [_canonical(mask_hash(_unpin(_v1_spec(item, siblings), variant, siblings))) for item in items]
+
+
+def _meta_specs(items: Iterable[str], variant: Mapping[str, Any], siblings: Mapping[str, Any]) -> list[str]:
+    return [_canonical(mask_hash(_unpin(spec, variant, siblings))) for spec in items]
+
+
+def _v1_tests(
+    recipe: Mapping[str, Any], variant: Mapping[str, Any], siblings: Mapping[str, tuple[str, str]]
+) -> dict[str, list[str]]:
+    namespace = {**variant, **recipe.get("context", {})}
+    out: dict[str, list[str]] = {
+        "requires": [],
+        "imports": [],
+        "commands": [],
+        "files": [],
+        "source_files": [],
+    }
+    for test in recipe.get("tests", []):
+        if "python" in test:
+            out["imports"] += test["python"].get("imports", [])
+            continue
+        script = test.get("script", [])
+        lines = script.get("content", []) if isinstance(script, dict) else script
+        out["commands"] += [_SCRIPT_JINJA.from_string(line).render(namespace) for line in lines]
+        out["requires"] += _specs(test.get("requirements", {}).get("run", []), variant, siblings)
+        out["files"] += test.get("files", {}).get("recipe", [])
+        out["source_files"] += test.get("files", {}).get("source", [])
+    return out
+
+
+def _meta_tests(
+    test: Mapping[str, Any], variant: Mapping[str, Any], siblings: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    return {
+        "requires": _meta_specs(test.get("requires", []), variant, siblings),
+        "imports": list(test.get("imports", [])),
+        "commands": list(test.get("commands", [])),
+        "files": list(test.get("files", [])),
+        "source_files": list(test.get("source_files", [])),
+    }
+
+
+def _v1_run_exports(recipe: Mapping[str, Any], siblings: Mapping[str, tuple[str, str]]) -> list[str]:
+    exports = recipe.get("requirements", {}).get("run_exports", {})
+    items = exports.get("weak", []) if isinstance(exports, dict) else exports
+    return [_v1_spec(item, siblings) for item in items]
+
+
+def compare_config(recipe_dir: Path, ci_support: Path) -> tuple[list[str], list[Difference]]:
+    """The outputs both recipes build for this configuration, and every difference between them."""
+    meta = recipe_render.render_recipe(recipe_dir, ci_support)
+    v1 = rattler_render.render(recipe_dir / "recipe.yaml", ci_support)
+    siblings = {o.name: (o.recipe["package"]["version"], o.build_string) for o in v1}
+    config = ci_support.stem
+    meta_by_key = {(o.name, mask_hash(o.build_string)): o for o in meta.outputs}
+    v1_by_key = {(o.name, mask_hash(o.build_string)): o for o in v1}
+    differences = []
+    for key in sorted(set(meta_by_key) ^ set(v1_by_key)):
+        side = "meta.yaml only" if key in meta_by_key else "recipe.yaml only"
+        differences.append(
+            Difference(config, " ".join(key), "output", side == "meta.yaml only", side == "recipe.yaml only")
+        )
+    for key in sorted(set(meta_by_key) & set(v1_by_key)):
+        m, r = meta_by_key[key], v1_by_key[key]
+        label = " ".join(key)
+        variant = {**m.variant, **r.variant}
+        requirements = r.recipe.get("requirements", {})
+        pairs = {
+            "version": (m.version, r.recipe["package"]["version"]),
+            "build number": (m.build_number, r.recipe.get("build", {}).get("number", 0)),
+            "build": (
+                _meta_specs(m.requirements.build, variant, siblings),
+                _specs(requirements.get("build", []), variant, siblings),
+            ),
+            "host": (
+                _meta_specs(m.requirements.host, variant, siblings),
+                _specs(requirements.get("host", []), variant, siblings),
+            ),
+            "run": (
+                _meta_specs(m.requirements.run, variant, siblings),
+                _specs(requirements.get("run", []), variant, siblings),
+            ),
+            "run_constrained": (
+                _meta_specs(m.requirements.run_constrained, variant, siblings),
+                _specs(requirements.get("run_constraints", []), variant, siblings),
+            ),
+            "run_exports": (list(m.run_exports), _v1_run_exports(r.recipe, siblings)),
+            "build string": (mask_hash(m.build_string), mask_hash(r.build_string)),
+        }
+        meta_tests, v1_tests = _meta_tests(m.test, variant, siblings), _v1_tests(r.recipe, variant, siblings)
+        for name in meta_tests:
+            pairs[f"test {name}"] = (meta_tests[name], v1_tests[name])
+        for field, (left, right) in pairs.items():
+            if left != right:
+                differences.append(Difference(config, label, field, left, right))
+    return sorted(f"{o.name} {mask_hash(o.build_string)}" for o in v1), differences
+
+
+def compare_all(
+    recipe_dir: Path, ci_support_dir: Path, configs: Sequence[Path] | None = None
+) -> dict[str, tuple[list[str], list[Difference]]]:
+    return {
+        path.stem: compare_config(recipe_dir, path)
+        for path in (configs or configuration_files(ci_support_dir))
+    }
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "render-v1",
+        help="compare the real rattler-build render of recipe.yaml with meta.yaml's, output by output",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--recipe-dir", type=Path, default=REPO_ROOT / "recipe", help="default: recipe/")
+    parser.add_argument(
+        "--ci-support", type=Path, default=REPO_ROOT / ".ci_support", help="default: .ci_support/"
+    )
+    parser.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    results = compare_all(args.recipe_dir, args.ci_support)
+    print("| configuration | outputs | differences |")
+    print("|---|---|---|")
+    failed = 0
+    for config, (outputs, differences) in results.items():
+        print(f"| `{config}` | {len(outputs)} | {len(differences)} |")
+        failed += len(differences)
+    for _, differences in results.values():
+        for difference in differences:
+            print(difference.line())
+    return 1 if failed else 0

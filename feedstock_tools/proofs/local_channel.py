@@ -1,0 +1,526 @@
+"""A local conda channel, made on this machine, from which rattler-build builds recipe/recipe.yaml offline.
+
+Every package is a real ``.conda`` file written by conda's own packaging library (``conda-package-handling``)
+and indexed by rattler (``rattler.index.index_fs``); its contents are this machine's tools, so the build
+runs the recipe's real scripts against the upstream stand-in (tests/upstream_standin), not PyTorch:
+
+* ``python`` (one per pyenv CPython 3.X): a *thin* package in the layout of a venv: ``bin/python3.X`` is a
+  link to pyenv's interpreter and ``pyvenv.cfg`` names its home, so ``sys.prefix`` is the conda prefix and
+  ``site-packages`` the prefix's own, while the standard library and headers stay in pyenv's tree (a copy
+  would add about 300 MB per Python for nothing the stand-in needs). It depends on and run-exports
+  ``python_abi 3.X.* *_cp3XY`` as conda-forge's python does (the run-export pytorch-cpu-feedstock#518
+  saw leaking from a staging output);
+* the Python packages the stand-in's build imports (``prefixes.PYPI_NAMES``: numpy, pip, setuptools, ...),
+  repackaged per Python from the wheels ``pip download`` fetches (PyPI or pip's cache);
+* the compiler packages ``compiler('c')``/``compiler('cxx')`` resolve to (``gcc_linux-64``, ``gxx_linux-64``):
+  an activation script exporting what conda-forge's activation exports (the rehearsal's
+  ``activation.compiler_activation``), pointing at Debian's gcc/g++; they run-export ``libgcc``/``libstdcxx``,
+  which carry links to this machine's ``libgcc_s.so.1``/``libstdc++.so.6``/``libgomp.so.1`` so that
+  rattler-build's linkage check finds the libraries the stand-in's binaries load in a package, as it would
+  find conda-forge's;
+* ``cmake`` and ``ninja``: links to Debian's programs;
+* ``libmagma-devel``/``libmagma``: the stand-in's tiny libmagma (CUDA configurations);
+* every other requirement the rendered recipe names: a package with metadata only.
+
+Versions: a tool package carries the version the recipe asks for, not the tool's (Debian's CMake 3.25
+wraps as whatever ``cmake >=3.27`` accepts); the real tool's version is in the package's summary. Each
+package's version is the first of its candidates (the variant's pin, then every version the specs name)
+that every spec of the rendered recipe accepts, so the list is generated, never written by hand.
+
+The channel is made once per plan (its hash names the directory), under a lock, in a temporary directory
+renamed into place when complete: a failure leaves nothing half-made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.proofs.rehearsal import activation, prefixes
+
+# Bumped when what goes into a package changes, so stale channels are not reused.
+CHANNEL_FORMAT = "3"
+SUBDIR = "linux-64"
+# Packages with files; every other needed name becomes a metadata-only package.
+TOOL_PROGRAMS = {"cmake": "cmake", "ninja": "ninja"}
+# Debian's compiler run-time libraries, in the packages conda-forge ships them in (its gcc/gxx run-export
+# libgcc and libstdcxx; libgomp comes with _openmp_mutex on linux-64: ctng-compilers-feedstock b9e501a).
+# glibc's libraries, in the stdlib('c') package (sysroot_linux-64): rattler-build's linkage check allows a
+# library as "system" when a file of that name is in the build environment's sysroot_<platform> package
+# (rattler-build source, post_process/checks.rs add_linux_system_libs; evidence rank 2, read through the
+# code search, version not pinned there). The sysroot links to this machine's glibc.
+SYSROOT_LIBRARIES = (
+    "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libmvec.so.1",
+    "libresolv.so.2", "ld-linux-x86-64.so.2",
+)  # fmt: skip
+RUNTIME_LIBRARIES = {
+    "libgcc": ("libgcc_s.so.1",),
+    "libstdcxx": ("libstdc++.so.6",),
+    "_openmp_mutex": ("libgomp.so.1",),
+}
+COMPILER_RUN_EXPORTS = {"c": ["libgcc"], "cxx": ["libstdcxx", "libgcc"]}
+_VERSION_WORD = re.compile(r"\d+(?:\.\d+)*")
+
+
+@dataclass(frozen=True)
+class ChannelPlan:
+    """What the channel must hold: every needed package name with the specs the rendered recipe gives it,
+    the compiler package names, the variant's pins and the Pythons (``3.X`` with their build-string glob)."""
+
+    needs: Mapping[str, tuple[str, ...]]
+    compilers: Mapping[str, str]  # "c"/"cxx" -> package name, e.g. "gcc_linux-64"
+    stdlib: str | None  # stdlib('c')'s package, e.g. "sysroot_linux-64"
+    pins: Mapping[str, str]  # package name -> the variant's value for it
+    pythons: Mapping[str, str]  # "3.12" -> "*_cpython" (the variant's build-string glob)
+    standin: Path
+    wheels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # filled while making
+
+    def key(self) -> str:
+        text = json.dumps(
+            {
+                "format": CHANNEL_FORMAT,
+                "needs": {k: sorted(v) for k, v in sorted(self.needs.items())},
+                "compilers": dict(sorted(self.compilers.items())),
+                "stdlib": self.stdlib,
+                "pins": dict(sorted(self.pins.items())),
+                "pythons": dict(sorted(self.pythons.items())),
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# ---- versions ----------------------------------------------------------------------------------------
+
+
+def _spec_parts(spec: str) -> tuple[str, str | None, str | None]:
+    words = spec.split()
+    return words[0], (words[1] if len(words) > 1 else None), (words[2] if len(words) > 2 else None)
+
+
+def choose_version(name: str, specs: Iterable[str], pin: str | None) -> str:
+    """The first candidate version every spec accepts: the variant's pin, the versions the specs name
+    (and each with ``.0`` appended, for ``>x`` bounds), then ``0``."""
+    from rattler import Version, VersionSpec
+
+    specs = list(specs)
+    constraints = [VersionSpec(v, strict=False) for _, v, _ in map(_spec_parts, specs) if v and v != "*"]
+    candidates: list[str] = []
+    texts = ([pin] if pin else []) + [" ".join(spec.split()[1:]) for spec in specs]  # never the name's digits
+    for text in texts:
+        for word in _VERSION_WORD.findall(text):
+            candidates += [word, word + ".1", word + ".0.1"]
+    candidates.append("0")
+    for candidate in candidates:
+        if all(constraint.matches(Version(candidate)) for constraint in constraints):
+            return candidate
+    raise ToolError(
+        f"local channel: no version of {name} satisfies {', '.join(specs)} (step: choosing versions); "
+        "the recipe's specs for it contradict each other: fix them in recipe/recipe.yaml"
+    )
+
+
+def build_strings(specs: Iterable[str]) -> list[str]:
+    """One build string per distinct build-string glob of the specs ("*_mkl" -> "h0_mkl"), at least one."""
+    globs = sorted({b for _, _, b in map(_spec_parts, specs) if b and b != "*"})
+    return [g.replace("*", "h0") for g in globs] or ["h0"]
+
+
+# ---- writing packages --------------------------------------------------------------------------------
+
+
+@dataclass
+class PackageDraft:
+    name: str
+    version: str
+    build: str
+    depends: list[str] = field(default_factory=list)
+    constrains: list[str] = field(default_factory=list)
+    run_exports: dict[str, list[str]] = field(default_factory=dict)
+    summary: str = "metadata only (pytorch-feedstock's local channel)"
+    files: dict[str, bytes | Path] = field(default_factory=dict)  # relative path -> contents | link target
+
+
+def write_package(draft: PackageDraft, out_dir: Path) -> Path:
+    """``<out_dir>/<name>-<version>-<build>.conda`` through conda-package-handling."""
+    from conda_package_handling import api
+
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        root = Path(tmp)
+        paths = []
+        for rel, content in sorted(draft.files.items()):
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, Path):
+                os.symlink(content, target)
+                paths.append({"_path": rel, "path_type": "softlink"})
+            else:
+                target.write_bytes(content)
+                if content.startswith((b"#!", b"\x7fELF")):
+                    target.chmod(0o755)
+                paths.append(
+                    {
+                        "_path": rel,
+                        "path_type": "hardlink",
+                        "sha256": hashlib.sha256(content).hexdigest(),
+                        "size_in_bytes": len(content),
+                    }
+                )
+        info = root / "info"
+        info.mkdir()
+        index = {
+            "name": draft.name,
+            "version": draft.version,
+            "build": draft.build,
+            "build_number": 0,
+            "depends": draft.depends,
+            "constrains": draft.constrains,
+            "subdir": SUBDIR,
+            "arch": "x86_64",
+            "platform": "linux",
+            "license": "local",
+            "timestamp": int(time.time() * 1000),
+        }
+        (info / "index.json").write_text(json.dumps(index, indent=1))
+        (info / "paths.json").write_text(json.dumps({"paths": paths, "paths_version": 1}, indent=1))
+        (info / "files").write_text("".join(p["_path"] + "\n" for p in paths))
+        (info / "about.json").write_text(json.dumps({"summary": draft.summary}))
+        if draft.run_exports:
+            (info / "run_exports.json").write_text(json.dumps(draft.run_exports))
+        names = [p["_path"] for p in paths] + [f"info/{f.name}" for f in info.iterdir()]
+        stem = f"{draft.name}-{draft.version}-{draft.build}"
+        # zstd level 3: the channel is local; conda-package-handling 2.6.0's default, 19, is far slower
+        api.create(str(root), names, f"{stem}.conda", out_folder=str(out_dir), compression_level=3)
+    return out_dir / f"{stem}.conda"
+
+
+# ---- the packages ------------------------------------------------------------------------------------
+
+
+def python_packages(minor: str, build_glob: str) -> list[PackageDraft]:
+    interpreter = prefixes.find_interpreter(minor)
+    if interpreter is None:
+        raise ToolError(
+            f"local channel: no CPython {minor} on this machine (step: python {minor}); "
+            f"install it with 'pyenv install {minor}'"
+        )
+    real = interpreter.resolve()
+    full = subprocess.run(
+        [str(real), "-c", "import platform; print(platform.python_version())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    abi_build = "0_cp" + minor.replace(".", "")
+    abi = f"python_abi {minor}.* *_cp{minor.replace('.', '')}"
+    files: dict[str, bytes | Path] = {
+        f"bin/python{minor}": real,
+        "bin/python3": Path(f"python{minor}"),
+        "bin/python": Path(f"python{minor}"),
+        "pyvenv.cfg": (
+            f"home = {real.parent}\ninclude-system-site-packages = false\nversion = {full}\n"
+        ).encode(),
+        f"lib/python{minor}/site-packages/README.local-channel": b"site-packages of this prefix\n",
+    }
+    return [
+        PackageDraft(
+            "python",
+            full,
+            build_glob.replace("*", "h0"),
+            depends=[abi],
+            run_exports={"weak": [abi]},
+            summary=f"pyenv's CPython {full} at {real} in a venv layout",
+            files=files,
+        ),
+        PackageDraft("python_abi", minor, abi_build, summary="the Python ABI marker"),
+    ]
+
+
+def wheel_packages(
+    minor: str, pip_requirements: Sequence[str], wheel_dir: Path, log: Path
+) -> list[PackageDraft]:
+    """Each wheel pip downloads for these requirements (with their dependencies), as a conda package of
+    this Python: the wheel's files under lib/python3.X/site-packages, its console scripts in bin/."""
+    interpreter = prefixes.find_interpreter(minor)
+    assert interpreter is not None  # python_packages ran first
+    target = wheel_dir / minor
+    target.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        try:
+            subprocess.run(
+                [str(interpreter), "-m", "pip", "download", "--only-binary=:all:", "--dest", str(target),
+                 *pip_requirements],
+                check=True, stdout=out, stderr=out,
+            )  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            raise ToolError(
+                f"local channel: pip could not download {' '.join(pip_requirements)} for Python {minor} "
+                f"(step: wheels, exit {exc.returncode}); PyPI or pip's cache must have them: details in {log}"
+            ) from exc
+    drafts = []
+    for wheel in sorted(target.glob("*.whl")):
+        try:
+            drafts.append(_wheel_package(wheel, minor))
+        except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+            raise ToolError(
+                f"local channel: {wheel.name} will not repackage ({exc}) (step: wheel for Python {minor}); "
+                f"delete it from {target} and run again"
+            ) from exc
+    return drafts
+
+
+def _wheel_package(wheel: Path, minor: str) -> PackageDraft:
+    dist, version = wheel.name.split("-")[:2]
+    conda_name = {v.lower(): k for k, v in prefixes.PYPI_NAMES.items()}.get(dist.lower(), dist.lower())
+    site = f"lib/python{minor}/site-packages/"
+    files: dict[str, bytes | Path] = {}
+    scripts: list[tuple[str, str]] = []
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.infolist():
+            if member.is_dir():
+                continue
+            name = member.filename
+            data_dir = f"{dist}-{version}.data/"
+            if name.startswith(data_dir):
+                kind, _, rest = name[len(data_dir) :].partition("/")
+                if kind in ("purelib", "platlib"):
+                    files[site + rest] = archive.read(member)
+                elif kind == "scripts":
+                    files["bin/" + rest] = archive.read(member)
+                continue
+            files[site + name] = archive.read(member)
+            if name.endswith(".dist-info/entry_points.txt"):
+                scripts = _console_scripts(archive.read(member).decode())
+    for script, target in scripts:
+        module, _, func = target.partition(":")
+        files["bin/" + script] = (
+            "#!/bin/sh\n# console script of the local channel's wheel package\n"
+            f'exec "$(dirname "$0")/python" -c "import sys; from {module} import {func.split(".")[0]}; '
+            f'sys.exit({func}())" "$@"\n'
+        ).encode()
+    minor_tag = minor.replace(".", "")
+    return PackageDraft(
+        conda_name,
+        version,
+        f"py{minor_tag}_0",
+        depends=[f"python {minor}.*"],
+        summary=f"{wheel.name} repackaged",
+        files=files,
+    )
+
+
+def _console_scripts(text: str) -> list[tuple[str, str]]:
+    scripts, section = [], ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "console_scripts" and "=" in line:
+            name, _, target = line.partition("=")
+            scripts.append((name.strip(), target.strip()))
+    return scripts
+
+
+def compiler_package(lang: str, name: str, version: str) -> PackageDraft:
+    """conda-forge's activation for this language, as the rehearsal plays it, with this machine's gcc."""
+    variables = activation.compiler_activation(
+        prefix=Path("${PREFIX}"),
+        build_prefix=Path("${BUILD_PREFIX}"),
+        src_dir=Path("${SRC_DIR}"),
+        pkg_name="${PKG_NAME:-}",
+        pkg_version="${PKG_VERSION:-}",
+        target_platform=SUBDIR,
+        build_platform=SUBDIR,
+    )
+    own = {"cxx": {"CXX", "CXXFLAGS", "DEBUG_CXXFLAGS"}}.get(lang)
+    chosen = {
+        k: v
+        for k, v in variables.items()
+        if (k in own if own else k not in {"CXX", "CXXFLAGS", "DEBUG_CXXFLAGS"})
+    }
+    script = "".join(f'export {key}="{value}"\n' for key, value in sorted(chosen.items()))
+    tool = variables["CXX" if lang == "cxx" else "CC"]
+    real = subprocess.run(
+        [tool, "-dumpfullversion"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return PackageDraft(
+        name,
+        version,
+        "h0",
+        run_exports={"strong": list(COMPILER_RUN_EXPORTS[lang])},
+        summary=f"activation of this machine's {Path(tool).name} {real} (conda-forge's variables)",
+        files={f"etc/conda/activate.d/activate-{name}.sh": script.encode()},
+    )
+
+
+def _system_library(library: str, step: str) -> Path:
+    found = subprocess.run(
+        ["gcc", f"-print-file-name={library}"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    if not os.path.isabs(found):
+        raise ToolError(
+            f"local channel: gcc does not know {library} (step: {step}); install gcc and libc6-dev"
+        )
+    return Path(os.path.realpath(found))
+
+
+def runtime_package(name: str, version: str) -> PackageDraft:
+    # copies, not links: rattler-build's linkage check resolves a link and calls a target outside the
+    # prefix overlinking ("Overlinking against: /usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", measured)
+    files: dict[str, bytes | Path] = {
+        f"lib/{lib}": _system_library(lib, name).read_bytes() for lib in RUNTIME_LIBRARIES[name]
+    }
+    # conda-forge's libgcc depends on _openmp_mutex (ctng-compilers-feedstock b9e501a)
+    depends = ["_openmp_mutex"] if name == "libgcc" else []
+    return PackageDraft(
+        name,
+        version,
+        "h0",
+        depends=depends,
+        summary="this machine's " + ", ".join(RUNTIME_LIBRARIES[name]),
+        files=files,
+    )
+
+
+def sysroot_package(name: str, version: str) -> PackageDraft:
+    files: dict[str, bytes | Path] = {
+        f"x86_64-conda-linux-gnu/sysroot/lib64/{lib}": _system_library(lib, name) for lib in SYSROOT_LIBRARIES
+    }
+    return PackageDraft(name, version, "h0", summary="links to this machine's glibc", files=files)
+
+
+def tool_package(name: str, version: str) -> PackageDraft:
+    program = shutil.which(TOOL_PROGRAMS[name])
+    if program is None:
+        raise ToolError(f"local channel: {TOOL_PROGRAMS[name]} is not on PATH (step: {name}); install it")
+    first = subprocess.run([program, "--version"], check=True, capture_output=True, text=True).stdout
+    return PackageDraft(
+        name,
+        version,
+        "h0",
+        summary=f"this machine's {program} ({first.splitlines()[0] if first else '?'})",
+        files={f"bin/{TOOL_PROGRAMS[name]}": Path(program)},
+    )
+
+
+def magma_packages(
+    standin: Path, cache_dir: Path, log: Path, versions: Mapping[str, str]
+) -> list[PackageDraft]:
+    # its own cache directory: make_channel holds the lock of cache_dir, and flock does not nest
+    install = prefixes.magma_install(standin, cache_dir / "magma", log)
+    files: dict[str, bytes | Path] = {}
+    for path in sorted(install.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            files[str(path.relative_to(install))] = path.read_bytes()
+    lib = {k: v for k, v in files.items() if k.startswith("lib/")}
+    magma_version = versions.get("libmagma", versions.get("libmagma-devel", "0"))
+    return [
+        PackageDraft("libmagma", magma_version, "h0", summary="the stand-in's tiny libmagma", files=lib),
+        PackageDraft(
+            "libmagma-devel",
+            versions.get("libmagma-devel", magma_version),
+            "h0",
+            depends=[f"libmagma =={magma_version}"],
+            run_exports={"weak": [f"libmagma >={magma_version}"]},
+            summary="the stand-in's libmagma headers",
+            files={k: v for k, v in files.items() if not k.startswith("lib/")},
+        ),
+    ]
+
+
+# ---- the channel -------------------------------------------------------------------------------------
+
+
+def make_channel(plan: ChannelPlan, cache_dir: Path, log: Path) -> Path:
+    """The channel for this plan, made once: ``<cache_dir>/channel-<hash>`` (its ``linux-64/`` holds the
+    packages and ``repodata.json``)."""
+    channel = cache_dir / f"channel-{plan.key()}"
+    if (channel / ".complete").exists():
+        return channel
+    with prefixes.cache_lock(cache_dir):
+        if (channel / ".complete").exists():
+            return channel
+        staging = Path(tempfile.mkdtemp(prefix=".channel-", dir=cache_dir))
+        try:
+            _fill_channel(plan, staging, cache_dir, log)
+            (staging / ".complete").write_text("ok\n")
+            shutil.rmtree(channel, ignore_errors=True)
+            staging.rename(channel)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return channel
+
+
+def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) -> None:
+    from rattler.index import index_fs
+
+    out = channel / SUBDIR
+    out.mkdir(parents=True)
+    (channel / "noarch").mkdir()
+    versions = {name: choose_version(name, specs, plan.pins.get(name)) for name, specs in plan.needs.items()}
+    drafts: list[PackageDraft] = []
+    done: set[str] = {"python", "python_abi"}
+    for minor, glob in sorted(plan.pythons.items()):
+        drafts += python_packages(minor, glob)
+        pip_names = sorted({prefixes.PYPI_NAMES[n] for n in plan.needs if n in prefixes.PYPI_NAMES})
+        pip_reqs = prefixes.pip_requirements(
+            [s for n in plan.needs if n in prefixes.PYPI_NAMES for s in plan.needs[n]]
+        )
+        wheels = wheel_packages(minor, pip_reqs or pip_names, cache_dir / "wheels", log)
+        drafts += wheels
+        done |= {d.name for d in wheels}
+    for lang, name in plan.compilers.items():
+        drafts.append(compiler_package(lang, name, versions.get(name, "0")))
+        done.add(name)
+    if plan.stdlib:
+        drafts.append(sysroot_package(plan.stdlib, versions.get(plan.stdlib, "0")))
+        done.add(plan.stdlib)
+    for name in RUNTIME_LIBRARIES:
+        drafts.append(runtime_package(name, versions.get(name, "0")))
+        done.add(name)
+    for name in TOOL_PROGRAMS:
+        if name in plan.needs:
+            drafts.append(tool_package(name, versions[name]))
+            done.add(name)
+    if "libmagma-devel" in plan.needs:
+        drafts += magma_packages(plan.standin, cache_dir, log, versions)
+        done |= {"libmagma", "libmagma-devel"}
+    for name, specs in sorted(plan.needs.items()):
+        if name in done or name.startswith("__"):
+            continue
+        for build in build_strings(specs):
+            drafts.append(PackageDraft(name, versions[name], build))
+    for draft in drafts:
+        try:
+            write_package(draft, out)
+        except (OSError, ValueError) as exc:
+            raise ToolError(
+                f"local channel: could not write {draft.name} {draft.version} ({exc}) (step: packaging); "
+                f"check the disk under {cache_dir}"
+            ) from exc
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
+
+
+def channel_size(channel: Path) -> int:
+    return sum(p.stat().st_size for p in channel.rglob("*.conda"))
+
+
+def describe(drafts: Iterable[PackageDraft]) -> str:  # pragma: no cover - debugging aid
+    buffer = io.StringIO()
+    for d in drafts:
+        buffer.write(f"{d.name} {d.version} {d.build} {shlex.join(d.depends)}\n")
+    return buffer.getvalue()

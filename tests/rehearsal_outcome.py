@@ -1,0 +1,44 @@
+"""The assertion every rehearsal fixture makes: the rehearsal succeeded as a whole, judged as ``rehearse``
+judges it (``feedstock_tools.proofs.rehearsal.conclude``: import checks, linkage checks, ratio, exit status).
+
+A fixture that builds a rehearsal calls :func:`assert_rehearsal_succeeded` once, right after the builds, so
+every test using it stands on a rehearsal whose builds, import checks, linkage checks and compile-work ratio
+all passed; tests that look at a check in detail read it from :func:`concluded` instead of running it again.
+"""
+
+from __future__ import annotations
+
+from feedstock_tools.proofs.rehearsal import conclude
+from feedstock_tools.proofs.rehearsal.harness import Rehearsal
+from feedstock_tools.proofs.rehearsal.report import Outcome
+
+# id(rehearsal) -> (the rehearsal, kept alive so the id stays its own; its outcome). Per process, so
+# parallel test workers (pytest-xdist) each conclude their own rehearsals.
+_CONCLUDED: dict[int, tuple[Rehearsal, Outcome]] = {}
+
+
+def concluded(rehearsal: Rehearsal) -> Outcome:
+    """The outcome of ``rehearsal``'s builds, concluded once as ``rehearse`` concludes a run (it prints the
+    summary and writes ``summary.json`` into the rehearsal's own work directory)."""
+    if id(rehearsal) not in _CONCLUDED:
+        _CONCLUDED[id(rehearsal)] = (rehearsal, conclude(rehearsal, {}))
+    return _CONCLUDED[id(rehearsal)][1]
+
+
+def assert_rehearsal_succeeded(rehearsal: Rehearsal) -> Outcome:
+    """Every verdict of the rehearsal, each with its own message, and the exit status they make."""
+    outcome = concluded(rehearsal)
+    assert [r.step.label for r in outcome.results] == outcome.planned, "not every planned step ran"
+    assert {r.step.label: r.last_line() for r in outcome.results if not r.ok} == {}
+    pytorch = [r.step.label for r in outcome.results if r.step.name == "pytorch"]
+    unchecked = [
+        label for label in pytorch if not any(c.label.endswith(label) for c in outcome.import_checks)
+    ]
+    assert unchecked == [], "a pytorch package without an import check"
+    assert {c.label: c.detail for c in outcome.import_checks if not c.ok} == {}
+    packaged = [r.step.label for r in outcome.results if r.package_dir is not None and r.new_files]
+    assert [c.label for c in outcome.linkage_checks] == packaged
+    assert {c.label: c.errors for c in outcome.linkage_checks if not c.ok} == {}
+    assert outcome.ratio.compiled == outcome.ratio.expected, outcome.ratio.formula()
+    assert (outcome.problems, outcome.exit_status) == ([], 0)
+    return outcome

@@ -1,0 +1,71 @@
+"""The parity table with conda-forge's 2.13.0 recipe cannot drift: every row's value is computed for every
+platform family from the driver's environment and the rendered recipe
+(feedstock_tools/proofs/anchor_parity.py), and docs/anchor-parity.md is the table's rendering."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from feedstock_tools.__main__ import main
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.proofs import anchor_parity
+from feedstock_tools.proofs.anchor_parity import DOC_FILE, Table, disagreements, load_table, render_markdown
+
+CI_SUPPORT = REPO_ROOT / ".ci_support"
+
+
+@pytest.fixture(scope="module")
+def table() -> Table:
+    return load_table()
+
+
+def test_every_row_agrees_with_the_driver_and_the_rendered_recipe(table: Table) -> None:
+    assert disagreements(table, CI_SUPPORT) == []
+    assert set(table.families) >= {"linux-64 cpu", "linux-aarch64 tegra", "osx-64", "win-64 cuda"}
+    assert len({row.setting for row in table.rows}) == len(table.rows)
+
+
+def test_the_document_is_the_tables_rendering(table: Table) -> None:
+    assert DOC_FILE.read_text(encoding="utf-8") == render_markdown(table), (
+        "docs/anchor-parity.md is stale: run python -m feedstock_tools anchor-parity --write"
+    )
+
+
+def test_a_row_that_no_longer_matches_turns_red(table: Table) -> None:
+    (itt,) = [row for row in table.rows if row.setting == "USE_ITT"]
+    wrong = dataclasses.replace(table, rows=(dataclasses.replace(itt, ours="ON"),))
+    problems = disagreements(wrong, CI_SUPPORT)
+    assert len(problems) == len(itt.families)
+    assert problems[0] == f"USE_ITT [{itt.families[0]}]: the table says 'ON', this feedstock has 'OFF'"
+
+
+def test_a_driver_change_turns_its_rows_red(table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The noexecstack fix removed from the driver: the table's linux rows disagree."""
+    environment = import_megabuild("environment")
+    monkeypatch.setattr(environment, "LINUX_LDFLAGS_ADDED", ())
+    (row,) = [row for row in table.rows if row.setting == "-Wl,-z,noexecstack"]
+    problems = disagreements(dataclasses.replace(table, rows=(row,)), CI_SUPPORT)
+    assert [line.split("]")[0] for line in problems] == [
+        f"-Wl,-z,noexecstack [{name}" for name in row.families
+    ]
+
+
+def test_a_row_checking_nothing_must_name_the_job_that_settles_it(tmp_path: Path) -> None:
+    text = anchor_parity.TABLE_FILE.read_text(encoding="utf-8")
+    broken = tmp_path / "table.yaml"
+    broken.write_text(
+        text.replace('    verify: "the first osx-64 job\'s host prefix listing (no git/ directory)"\n', "")
+    )
+    with pytest.raises(ToolError, match=r"row 'rm -rf \$PREFIX/git' checks nothing here"):
+        load_table(broken)
+
+
+def test_the_command_reports_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["anchor-parity"]) == 0
+    err = capsys.readouterr().err
+    counts = anchor_parity.summary(load_table())
+    assert f"{sum(counts.values())} settings: {counts['same']} same" in err
