@@ -142,3 +142,46 @@ def test_the_rehearsal_picks_the_stand_in_the_recipes_host_calls_for(host: list[
 def test_an_unknown_stand_in_is_one_line(tmp_path: Path):
     with pytest.raises(ToolError, match=r"^--standin nope: neither setuptools nor skbuild nor a directory"):
         standins.resolve("nope", [])
+
+
+def test_a_host_without_scikit_build_core_is_one_line_naming_the_fix(tmp_path: Path):
+    """Pass 1 of a scikit-build-core tree copies the host's scikit_build_core; without it: one line."""
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'scikit_build_core'\" >&2\nexit 1\n"
+    )
+    python.chmod(0o755)
+    context = SimpleNamespace(env={}, build=SimpleNamespace(build_dir=tmp_path / "build"))
+    with pytest.raises(MegabuildError) as caught:
+        skbuild._copy_backend(context, python)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "\n" not in message and "No module named 'scikit_build_core'" in message
+    assert message.endswith("add it to the host requirements of every output that builds")
+    assert not (tmp_path / "build").exists()  # nothing written
+
+
+def test_a_cross_cache_without_soabi_keeps_library_paths(tmp_path: Path):
+    """A cross-compiling FindPython records no SOABI (_Python_INTERPRETER_PROPERTIES "...;64;;;abi3;..."), so
+    the old extension suffix is the bare ".so": the retarget must not respell every library path with it
+    (MAGMA_LIBRARIES became libmagma.cpython-310-aarch64-linux-gnu.so in the linux-aarch64 CUDA rehearsals).
+    """
+    from megabuild.python_target import PythonFacts, retarget
+
+    prefix, sp = "/opt/h_env", "/opt/h_env/lib/python3.11/site-packages"
+    cache = CMakeCache.parse(
+        f"Python_EXECUTABLE:FILEPATH={prefix}/bin/python\n"
+        f"Python_NumPy_INCLUDE_DIR:PATH={sp}/numpy/_core/include\n"
+        f"_Python_INTERPRETER_PROPERTIES:INTERNAL=Python;3;11;7;64;;;abi3;{prefix}/lib/python3.11;"
+        f"{prefix}/lib/python3.11;{sp};{sp}\n"
+        f"MAGMA_LIBRARIES:FILEPATH={prefix}/lib/libmagma.so\n"
+    )
+    sp10 = f"{prefix}/lib/python3.10/site-packages"
+    target = PythonFacts(
+        executable=f"{prefix}/bin/python", version=(3, 10, 13), soabi="cpython-310-aarch64-linux-gnu",
+        ext_suffix=".cpython-310-aarch64-linux-gnu.so", include_dir=f"{prefix}/include/python3.10",
+        stdlib=f"{prefix}/lib/python3.10", platstdlib=f"{prefix}/lib/python3.10", purelib=sp10, platlib=sp10,
+        numpy_include=f"{sp10}/numpy/_core/include",
+    )  # fmt: skip
+    changes = {change.key for change in retarget(cache, target)}
+    assert cache.get("MAGMA_LIBRARIES") == f"{prefix}/lib/libmagma.so" and "MAGMA_LIBRARIES" not in changes
+    assert cache.get("Python_NumPy_INCLUDE_DIR") == f"{sp10}/numpy/_core/include"

@@ -181,7 +181,10 @@ def _spellings(old: PythonFacts, new: PythonFacts) -> list[tuple[str, str]]:
         (old.purelib, new.purelib),
         (old.platlib, new.platlib),
         (old.executable, new.executable),
-        (old.ext_suffix, new.ext_suffix),
+        # an extension suffix without a SOABI (a cross-compiling FindPython records none) is the bare module
+        # suffix ".so", which every library path ends with: replacing it turned MAGMA_LIBRARIES' libmagma.so
+        # into libmagma.cpython-310-aarch64-linux-gnu.so (the linux-aarch64 CUDA rehearsals, measured)
+        (old.ext_suffix if old.soabi else None, new.ext_suffix),
         (old.soabi, new.soabi),
     ]
     unique: dict[str, str] = {}
