@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from megabuild import interrupt, passes, report
+from megabuild import interrupt, passes, report, skbuild
 from megabuild.conda_env import CondaBuild
 from megabuild.errors import MegabuildError, os_error_line
 from megabuild.package_files import PACKAGES
@@ -95,7 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(report.table(records))
             return 0
         build = CondaBuild.from_environ()
-        passes.run(build, dict(os.environ), passes.Options(verbose=args.verbose, strict=args.strict))
+        passes.run(
+            build,
+            dict(os.environ),
+            passes.Options(verbose=args.verbose, strict=args.strict),
+            kinds=(passes.SETUP_PY, skbuild.KIND),
+        )
         return 0
     except interrupt.Interrupted as exc:
         pkg_name = os.environ.get("PKG_NAME") if args.command in (None, "run") else None

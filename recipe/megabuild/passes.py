@@ -93,8 +93,9 @@ class PassContext:
     cleanup: ExitStack
     # the package a pass assembled beside PREFIX: run() writes the report, then moves it in
     pending_stage: PreparedStage | None = None
-    # the shape of the source tree (megabuild/pep517.py): setup.py, or scikit-build-core (skbuild.py)
-    source: pep517.SourceKind = pep517.SETUPTOOLS
+    # the shape of the source tree (megabuild/pep517.py): setup.py (SETUP_PY below), or scikit-build-core
+    # (skbuild.KIND); set by run()
+    kind: SourceTreeKind | None = None
 
     @property
     def cache_path(self) -> Path:
@@ -104,22 +105,46 @@ class PassContext:
     def install_tree(self) -> Path:
         """Pass 1's install tree: CMake's install prefix <src>/torch (setup.py), or torch/ of pass 1's
         unpacked wheel (scikit-build-core)."""
-        if self.source == pep517.SCIKIT_BUILD_CORE:
-            from megabuild import skbuild
-
-            return skbuild.install_tree(self.build.build_dir)
-        return self.build.src_dir / "torch"
+        return (self.kind or SETUP_PY).install_tree(self.build)
 
     def trees(self, install: Path | None = None, **python_trees: Path) -> UpstreamTrees:
         """The upstream trees to stage from, named the way the target platform names libraries."""
         return UpstreamTrees(install=install, shlib_ext=self.build.shlib_ext, **python_trees)
 
 
+@dataclass(frozen=True)
+class SourceTreeKind:
+    """What a kind of source tree (megabuild/pep517.py) does its own way: where pass 1's install tree is, how
+    the MAGMA pass installs torch_cuda_linalg, and the passes it replaces. The entry point (__main__.py)
+    hands the kinds to run(), so this module never imports the scikit-build-core one, which builds on it."""
+
+    name: pep517.SourceKind
+    install_tree: Callable[[CondaBuild], Path]
+    install_linalg: Callable[[PassContext], Path]
+    passes: Mapping[str, Callable[[PassContext], report.PassRecord]]
+
+
+def _setup_py_install_linalg(ctx: PassContext) -> Path:
+    _run_command(ctx, "installing into <src>/torch", ["cmake", "--install", str(ctx.build.build_dir)])
+    return ctx.install_tree
+
+
+# setup.py trees (2.13): CMake installs into <src>/torch, every pass is this module's own
+SETUP_PY = SourceTreeKind(
+    pep517.SETUPTOOLS, lambda build: build.src_dir / "torch", _setup_py_install_linalg, {}
+)
+
+
 # --------------------------------------------------------------------------------------------------------
 # dispatch
 
 
-def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> list[report.PassRecord]:
+def run(
+    build: CondaBuild,
+    caller_env: Mapping[str, str],
+    options: Options,
+    kinds: Sequence[SourceTreeKind] = (SETUP_PY,),
+) -> list[report.PassRecord]:
     passes: dict[str, Callable[[PassContext], report.PassRecord]] = {
         TOP_LEVEL: pass_configure_and_build,
         LIBTORCH: pass_stage_libtorch,
@@ -134,12 +159,10 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
         )
     _check_work_dir(build)
     source = pep517.source_kind(build.src_dir)
-    if source == pep517.SCIKIT_BUILD_CORE:
-        from megabuild import skbuild  # imported here: it builds on this module's helpers
-
-        chosen = {TOP_LEVEL: skbuild.pass_configure_and_build, PYTORCH: skbuild.pass_pytorch}.get(
-            build.pkg_name, chosen
-        )
+    kind = next((k for k in kinds if k.name == source), None)
+    if kind is None:
+        raise MegabuildError(f"no passes for a {source} source tree: run the driver as python -m megabuild")
+    chosen = kind.passes.get(build.pkg_name, chosen)
     env, settings = environment.upstream_environment(build, caller_env, options.verbose)
     say(f"PKG_NAME={build.pkg_name} SRC_DIR={build.src_dir} PREFIX={build.prefix} source tree: {source}")
     for setting in settings:
@@ -154,7 +177,7 @@ def run(build: CondaBuild, caller_env: Mapping[str, str], options: Options) -> l
     if not fresh:
         report.load(build.build_dir)  # a corrupt report is an error now, not after the build
     with ExitStack() as cleanup:
-        context = PassContext(build, env, options, cleanup, source=source)
+        context = PassContext(build, env, options, cleanup, kind=kind)
         record = chosen(context)
         # The report first (atomic), the package last: a report that cannot be written stages nothing.
         records = report.append(build.build_dir, record, fresh=fresh)
@@ -386,13 +409,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
             ctx.env["MAX_JOBS"],
         ],
     )
-    if ctx.source == pep517.SCIKIT_BUILD_CORE:
-        from megabuild import skbuild
-
-        installed = skbuild.install_linalg(ctx)
-    else:
-        _run_command(ctx, "installing into <src>/torch", ["cmake", "--install", str(build.build_dir)])
-        installed = ctx.install_tree
+    installed = (ctx.kind or SETUP_PY).install_linalg(ctx)
     after = CMakeCache.load(ctx.cache_path)
     _check_kept(after, changes)
     if _bool(after.get("USE_MAGMA")) != "ON":

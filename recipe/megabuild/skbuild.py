@@ -31,7 +31,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from megabuild import passes, windows
+from megabuild import passes, pep517, windows
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.errors import MegabuildError
 from megabuild.log import say, step, warn
@@ -340,3 +340,12 @@ def _unpack(wheel: Path, into: Path) -> None:
         (dist_info / "RECORD").unlink(missing_ok=True)
         (dist_info / "INSTALLER").write_text("conda\n")
     say(f"unpacked {wheel.name} into {into}")
+
+
+# scikit-build-core trees (2.14+): pass 1 and the pytorch passes run its build_wheel; staging reads the wheel
+KIND = passes.SourceTreeKind(
+    pep517.SCIKIT_BUILD_CORE,
+    lambda build: install_tree(build.build_dir),
+    install_linalg,
+    {passes.TOP_LEVEL: pass_configure_and_build, passes.PYTORCH: pass_pytorch},
+)
