@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rehearsal_outcome import assert_rehearsal_succeeded
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.ci import ci_support
@@ -454,16 +455,13 @@ def test_the_build_backend_of_the_wheels_is_in_the_host(bumped: BumpRun) -> None
 # ---- the bumped copy rehearses: STRICT, ratio 1.00, one configuration per platform ---------------------
 
 # One configuration of each platform the release has a wheel for (a glob of the bumped copy's .ci_support),
-# where the 2.15-shaped stand-in rehearses: linux-64 with CUDA and MAGMA, osx-arm64. Left out, each failing
-# the same way with the unbumped recipe and --standin skbuild (so nothing the bump changes; 2026-11-26):
-# - win-64: the pytorch packages fail the linkage check ("_C.cp311-win_amd64.pyd need(s) torch_python.dll:
-#   no package provides it"): the scikit-build-core driver's Windows staging is not done (branch i28-driver);
-# - linux-aarch64 CUDA (cross): after main's merge, the pytorch pass's build wants
-#   "h_env/lib/libmagma.cpython-311-aarch64-linux-gnu.so" (libmagma's name with the Python's SOABI), which
-#   exists nowhere; it passed STRICT at ratio 1.00 on this branch before main was merged.
+# each rehearsed against the 2.15-shaped stand-in: linux-64 with CUDA and MAGMA, linux-aarch64 (cross, CUDA),
+# osx-arm64 and win-64 (CUDA, no linalg library on Windows).
 REHEARSED = {
     "linux-64": "linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml",
+    "linux-aarch64": "linux_aarch64_arm_variant_typesbsa*cuda_compiler_version13.0*.yaml",
     "osx-arm64": "osx_arm64_*.yaml",
+    "win-64": "win_64_cuda_compiler_version13.0.yaml",
 }
 
 
@@ -489,7 +487,7 @@ def test_the_bumped_feedstock_rehearses_strict_at_ratio_one(
     rehearsal.prepare()
     rehearsal.run()
     assert rehearsal.standin == standins.STANDINS[standins.SKBUILD]
-    assert all(r.ok for r in rehearsal.results), [r.last_line() for r in rehearsal.results if not r.ok]
+    assert_rehearsal_succeeded(rehearsal)  # builds, import and linkage checks, ratio, exit status
     floor = recipe_edit.python_floor_skip((bumped.root / "recipe/meta.yaml").read_text())
     pythons = {r.step.python for r in rehearsal.results if r.step.name == "pytorch"}
     if floor:
