@@ -421,12 +421,27 @@ def install_and_use(
             f"(step: install): {first}; the built packages or the local channel lack what it names"
         ) from exc
     python_exe = prefix / "bin" / "python"
-    # version, CUDA flag and (CUDA) whether the installed linalg library has MAGMA, through torch._C
+    # version, CUDA flag and (CUDA) whether the installed linalg library has MAGMA, through torch._C: they
+    # must be the installed pytorch's version, and CUDA and MAGMA exactly when the solver installed a
+    # libtorch-cuda-linalg, a MAGMA one
     check = (
-        "import torch; cuda = torch.cuda.is_compiled(); "
-        "print(torch.__version__, cuda, torch.cuda.has_magma() if cuda else None, torch.__file__)"
+        "import json, torch; cuda = torch.cuda.is_compiled(); print(json.dumps([torch.__version__, cuda, "
+        "torch.cuda.has_magma() if cuda else None, torch.__file__]))"
     )
-    subprocess.run([str(python_exe), "-c", check], check=True)
+    run = subprocess.run([str(python_exe), "-c", check], check=True, capture_output=True, text=True)
+    print(run.stdout.strip())
+    version, cuda, magma, _ = json.loads(run.stdout.splitlines()[-1])
+    linalg = [str(r.build) for r in records if r.name.normalized == "libtorch-cuda-linalg"]
+    expected = (
+        next(str(r.version) for r in records if r.name.normalized == "pytorch"),
+        bool(linalg),
+        any("_magma_" in build for build in linalg) if linalg else None,
+    )
+    if (version.split("+")[0], cuda, magma) != expected:
+        raise ToolError(
+            f"import torch in {prefix} (step: import) reports version, CUDA, MAGMA "
+            f"{(version, cuda, magma)}, the installed packages say {expected}; read {prefix}"
+        )
     consumer = prefix.parent / f"{prefix.name}-cmake"
     shutil.rmtree(consumer, ignore_errors=True)
     steps = [
