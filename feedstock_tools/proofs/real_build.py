@@ -11,7 +11,9 @@ What differs from a conda-forge build, and why: the recipe's tarball source is r
 path (its patches are for the real tarball); ``build_recipes`` is py-rattler-build's entry point that builds a
 recipe's outputs in one build directory as the ``rattler-build`` command does (its per-variant
 ``run_build`` gives every output its own directory, and each then runs the staging output again: measured
-4 staging runs for 2 outputs x 2 Pythons with 0.73.0).
+4 staging runs for 2 outputs x 2 Pythons with 0.73.0); the packages' own tests run, less the commands
+that need real PyTorch (``TESTS_THAT_NEED_REAL_PYTORCH``, printed with their reasons); every build has a
+rattler package cache of its own.
 """
 
 from __future__ import annotations
