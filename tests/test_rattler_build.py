@@ -254,6 +254,68 @@ def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "prefix").exists()
 
 
+# ---- the packages' tests the real build leaves out ---------------------------------------------------
+
+
+def test_the_test_commands_that_need_real_pytorch_are_left_out_by_name() -> None:
+    recipe = {
+        "outputs": [
+            {"package": {"name": "libtorch"}, "tests": [{"script": ["test -f a", "run consumer"]}]},
+            {
+                "package": {"name": "pytorch"},
+                "tests": [
+                    {"python": {"imports": ["torch"]}},
+                    {"script": [{"if": "unix", "then": ["check one", "keep"], "else": "check two"}]},
+                    {"script": [{"if": "linux", "then": "check three"}]},
+                    {"script": [{"if": "osx", "then": "check four", "else": "keep on win"}]},
+                ],
+            },
+        ]
+    }
+    skips = {"libtorch": (("consumer", "needs ATen"),), "pytorch": (("check", "needs torch"),)}
+    skipped = real_build.leave_out_tests(recipe, skips)
+    assert recipe["outputs"][0]["tests"] == [{"script": ["test -f a"]}]
+    # a branch left empty keeps the other under the negated condition; a test left empty goes
+    assert recipe["outputs"][1]["tests"] == [
+        {"python": {"imports": ["torch"]}},
+        {"script": [{"if": "unix", "then": ["keep"]}]},
+        {"script": [{"if": "not (osx)", "then": "keep on win"}]},
+    ]
+    assert [(s.output, s.command, s.reason) for s in skipped] == [
+        ("libtorch", "run consumer", "needs ATen"),
+        ("pytorch", "check one", "needs torch"),
+        ("pytorch", "check two", "needs torch"),
+        ("pytorch", "check three", "needs torch"),
+        ("pytorch", "check four", "needs torch"),
+    ]
+    recipe = {"outputs": [{"package": {"name": "pytorch"}, "tests": [{"script": ["test -f a"]}]}]}
+    with pytest.raises(ToolError, match="no test command of pytorch contains 'gone'; remove it from"):
+        real_build.leave_out_tests(recipe, {"pytorch": (("gone", "stale"),)})
+
+
+def assert_the_recipes_tests_were_kept(build: real_build.BuildOutcome, config: Path) -> None:
+    """Every built package carries its output's tests as the recipe renders them for the configuration,
+    every import and every command but those TESTS_THAT_NEED_REAL_PYTORCH names (run_build ran them:
+    a failing one fails the build)."""
+    from rattler_build import Package
+
+    rendered = {}
+    for output in rattler_render.render(V1_RECIPE, config, real_build.DEFAULT_PYTHONS):
+        rendered.setdefault(output.name, output.recipe.get("tests", []))
+    for path in build.packages:
+        package = Package.from_file(path)
+        tests = rendered[package.name]
+        fragments = [f for f, _ in real_build.TESTS_THAT_NEED_REAL_PYTORCH.get(package.name, ())]
+        commands = [c for t in tests for c in t.get("script", []) if not any(f in c for f in fragments)]
+        kept = [t.to_dict() for t in package.tests]
+        assert [t["imports"] for t in kept if "imports" in t] == [
+            t["python"]["imports"] for t in tests if "python" in t
+        ], package.name
+        assert len([c for t in kept if "script" in t for c in t["script"]["content"]]) == len(commands)
+    names = {p.name.rsplit("-", 2)[0] for p in build.packages}
+    assert {s.output for s in build.skipped_tests} == set(real_build.TESTS_THAT_NEED_REAL_PYTORCH) & names
+
+
 # ---- the real build (rattler-build, local channel, stand-in) -----------------------------------------
 
 
@@ -265,7 +327,6 @@ def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutco
         work / "cpu",
         real_build.DEFAULT_CACHE,
         real_build.DEFAULT_PYTHONS,
-        test="skip",
     )
 
 
@@ -284,6 +345,7 @@ def test_rattler_build_builds_the_cpu_configuration(
     assert done == minimum
     assert set(cpu_build.passes["4 pytorch (py3.12)"]) == set(linked)
     assert sum(cpu_build.passes["2 libtorch"].values()) == 0
+    assert_the_recipes_tests_were_kept(cpu_build, CPU_CONFIG)
     for minor in real_build.DEFAULT_PYTHONS:
         installed = real_build.install_and_use(cpu_build, "pytorch-cpu", tmp_path / f"p{minor}", [], minor)
         assert any(name.startswith(f"python-{minor}.") for name in installed)
@@ -298,7 +360,6 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutc
         work / "cuda",
         real_build.DEFAULT_CACHE,
         real_build.DEFAULT_PYTHONS,
-        test="skip",
     )
 
 
@@ -317,6 +378,7 @@ def test_rattler_build_builds_a_cuda_configuration(
     # the MAGMA pass recompiles exactly torch_cuda_linalg, the other linalg build and libtorch nothing
     assert set(cuda_build.passes["3 libtorch-cuda-linalg (magma)"]) == {"torch_cuda_linalg"}
     assert sum(cuda_build.passes["3 libtorch-cuda-linalg (nomagma)"].values()) == 0
+    assert_the_recipes_tests_were_kept(cuda_build, CUDA_CONFIG)
     meta, machine = real_build.metapackage_and_machine(variant)
     assert meta == "pytorch-gpu"
     installed = real_build.install_and_use(cuda_build, meta, tmp_path / "prefix", machine, "3.12")

@@ -11,7 +11,9 @@ What differs from a conda-forge build, and why: the recipe's tarball source is r
 path (its patches are for the real tarball); ``build_recipes`` is py-rattler-build's entry point that builds a
 recipe's outputs in one build directory as the ``rattler-build`` command does (its per-variant
 ``run_build`` gives every output its own directory, and each then runs the staging output again: measured
-4 staging runs for 2 outputs x 2 Pythons with 0.73.0).
+4 staging runs for 2 outputs x 2 Pythons with 0.73.0); the packages' own tests run, less the commands
+that need real PyTorch (``TESTS_THAT_NEED_REAL_PYTORCH``, printed with their reasons); every build has a
+rattler package cache of its own.
 """
 
 from __future__ import annotations
@@ -49,6 +51,23 @@ V1_DIR = REPO_ROOT / "recipe-v1"
 # recipe/ entries the v1 recipe reaches as ../recipe/... for the build and the packages' tests (the patches
 # are for the real tarball only)
 RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
+# The package tests' commands that need real PyTorch, which the stand-in does not model: the real build
+# leaves out exactly these (each fragment must match a command of that output's tests, or the build
+# refuses to start), prints them with the reason, and runs every other test of the recipe unchanged.
+# docs/rattler-build.md lists them.
+TESTS_THAT_NEED_REAL_PYTORCH: dict[str, tuple[tuple[str, str], ...]] = {
+    "libtorch": (
+        ("libcaffe2_nvrtc", "the stand-in builds no caffe2_nvrtc (the CUDA wheel's torch/lib has one)"),
+        ("cmake_test_build", "recipe/cmake_test computes with tensors and autograd (ATen's API)"),
+    ),
+    "pytorch": (
+        ("check_torch_config.py", "torch.__config__.show() (the build's BLAS_INFO) is not modelled"),
+        ("check_build_features.py", "complex BLAS dots and torch.backends are real PyTorch"),
+        ("check_cuda_extension.py", "torch.utils.cpp_extension builds a CUDA kernel"),
+        ("cmake_test_build", "recipe/cmake_test computes with tensors and autograd (ATen's API)"),
+        ("run_upstream_tests.py", "upstream's own test suite"),
+    ),
+}
 # The driver's per-pass table (megabuild/report.py `table`): "<pass>  <targets>  <objects>  <seconds>"
 
 
@@ -62,6 +81,8 @@ class BuildOutcome:
     packages: list[Path]
     passes: dict[str, int] = field(default_factory=dict)  # pass name -> objects compiled
     log: Path | None = None
+    skipped_tests: list[SkippedTest] = field(default_factory=list)  # left out of the packages' tests
+    package_cache: Path | None = None  # the build's own rattler package cache (run_build)
 
 
 # ---- what the channel must hold ----------------------------------------------------------------------
@@ -136,10 +157,73 @@ cp "${{SRC_DIR}}/build/.ninja_log" "{reports}/${{stamp}}.ninja_log"
 """
 
 
-def prepare_recipe(v1_dir: Path, destination: Path, source: Path, reports: Path | None = None) -> Path:
+@dataclass(frozen=True)
+class SkippedTest:
+    output: str
+    command: str
+    reason: str
+
+
+def _without(items: Any, fragment: str, dropped: list[str]) -> Any:
+    """A test's script (a command, a list, an ``if``/``then``/``else`` item) without the commands that
+    contain ``fragment``; None when nothing is left."""
+    if isinstance(items, str) and fragment in items:
+        dropped.append(items)
+        return None
+    if isinstance(items, list):
+        kept = [k for k in (_without(i, fragment, dropped) for i in items) if k is not None]
+        return kept or None
+    if isinstance(items, dict) and "if" in items:
+        then = _without(items.get("then"), fragment, dropped)
+        other = _without(items.get("else"), fragment, dropped)
+        if then is None and other is None:
+            return None
+        if then is None:
+            return {"if": f"not ({items['if']})", "then": other}
+        return {"if": items["if"], "then": then, **({"else": other} if other is not None else {})}
+    return items
+
+
+def leave_out_tests(
+    recipe: dict[str, Any], skips: Mapping[str, Sequence[tuple[str, str]]]
+) -> list[SkippedTest]:
+    """Removes from ``recipe`` (a loaded v1 recipe) the test commands ``skips`` names per output; a fragment
+    that matches no command is a ToolError (the list would be stale)."""
+    outputs = {o.get("package", {}).get("name"): o for o in recipe.get("outputs", [])}
+    skipped = []
+    for name, fragments in skips.items():
+        if name not in outputs:
+            raise ToolError(f"real-build: the recipe has no output {name} whose tests to leave out")
+        for fragment, reason in fragments:
+            dropped: list[str] = []
+            tests = []
+            for test in outputs[name].get("tests", []):
+                script = _without(test.get("script"), fragment, dropped)
+                if "script" not in test:
+                    tests.append(test)
+                elif script is not None:
+                    tests.append({**test, "script": script})
+            if not dropped:
+                raise ToolError(
+                    f"real-build: no test command of {name} contains {fragment!r}; "
+                    "remove it from real_build.TESTS_THAT_NEED_REAL_PYTORCH"
+                )
+            outputs[name]["tests"] = tests
+            skipped += [SkippedTest(name, command, reason) for command in dropped]
+    return skipped
+
+
+def prepare_recipe(
+    v1_dir: Path,
+    destination: Path,
+    source: Path,
+    reports: Path | None = None,
+    skipped: list[SkippedTest] | None = None,
+) -> Path:
     """A copy of the v1 recipe and of the recipe/ files it reaches as ``../recipe/...`` (the same layout
     under ``destination``), whose tarball source is ``source`` (a local path): everything else as committed
-    (with ``reports``, build.sh also keeps each pass's report there)."""
+    (with ``reports``, build.sh also keeps each pass's report there), less the test commands that need real
+    PyTorch (``TESTS_THAT_NEED_REAL_PYTORCH``; appended to ``skipped``)."""
     shared, v1 = destination / "recipe", destination / v1_dir.name
     shared.mkdir(parents=True)
     v1.mkdir()
@@ -159,6 +243,9 @@ def prepare_recipe(v1_dir: Path, destination: Path, source: Path, reports: Path 
     recipe["source"] = [{"path": str(source)} if "url" in s else s for s in sources]
     # the stand-in is not PyTorch: none of PyTorch's license files, which rattler-build requires to exist
     recipe.get("about", {}).pop("license_file", None)
+    left_out = leave_out_tests(recipe, TESTS_THAT_NEED_REAL_PYTORCH)
+    if skipped is not None:
+        skipped += left_out
     (v1 / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False, width=200))
     return v1 / "recipe.yaml"
 
@@ -179,7 +266,8 @@ def run_build(
     work_dir.mkdir(parents=True)
     log = work_dir / "channel.log"
     reports = work_dir / "reports"
-    recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, reports)
+    skipped: list[SkippedTest] = []
+    recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, reports, skipped)
     outputs = rattler_render.render(recipe, ci_support, pythons)
     config = rattler_render.variant_config(ci_support, pythons)
     started = time.monotonic()
@@ -196,6 +284,11 @@ def run_build(
     override = (
         {"CONDA_OVERRIDE_CUDA": cuda} if cuda != "None" and "CONDA_OVERRIDE_CUDA" not in os.environ else {}
     )
+    # rattler's package cache is keyed by file name: a package rebuilt here with the same build string as
+    # one built before (by any checkout on this machine) was tested from that earlier build's extracted
+    # copy in ~/.cache/rattler/cache/pkgs (measured: a libtorch test ran the test commands of a package
+    # built five minutes earlier); each build gets a package cache of its own
+    override["RATTLER_CACHE_DIR"] = str(work_dir / "rattler-cache")
     with warnings.catch_warnings(), _environment(override):
         warnings.simplefilter("ignore", DeprecationWarning)  # build_recipes: see the module docstring
         try:
@@ -224,6 +317,8 @@ def run_build(
         packages=sorted((out_dir / config["target_platform"][0]).glob("*.conda")),
         passes=passes_from_reports(reports),
         log=build_log,
+        skipped_tests=skipped if test != "skip" else [],
+        package_cache=work_dir / "rattler-cache" / "pkgs",
     )
 
 
@@ -316,7 +411,7 @@ def install_and_use(
             platforms=["linux-64", "noarch"],
             virtual_packages=virtual_packages,
         )
-        await install(records, target_prefix=prefix, show_progress=False)
+        await install(records, target_prefix=prefix, cache_dir=outcome.package_cache, show_progress=False)
         return records
 
     try:
@@ -328,12 +423,27 @@ def install_and_use(
             f"(step: install): {first}; the built packages or the local channel lack what it names"
         ) from exc
     python_exe = prefix / "bin" / "python"
-    # version, CUDA flag and (CUDA) whether the installed linalg library has MAGMA, through torch._C
+    # version, CUDA flag and (CUDA) whether the installed linalg library has MAGMA, through torch._C: they
+    # must be the installed pytorch's version, and CUDA and MAGMA exactly when the solver installed a
+    # libtorch-cuda-linalg, a MAGMA one
     check = (
-        "import torch; cuda = torch.cuda.is_compiled(); "
-        "print(torch.__version__, cuda, torch.cuda.has_magma() if cuda else None, torch.__file__)"
+        "import json, torch; cuda = torch.cuda.is_compiled(); print(json.dumps([torch.__version__, cuda, "
+        "torch.cuda.has_magma() if cuda else None, torch.__file__]))"
     )
-    subprocess.run([str(python_exe), "-c", check], check=True)
+    run = subprocess.run([str(python_exe), "-c", check], check=True, capture_output=True, text=True)
+    print(run.stdout.strip())
+    version, cuda, magma, _ = json.loads(run.stdout.splitlines()[-1])
+    linalg = [str(r.build) for r in records if r.name.normalized == "libtorch-cuda-linalg"]
+    expected = (
+        next(str(r.version) for r in records if r.name.normalized == "pytorch"),
+        bool(linalg),
+        any("_magma_" in build for build in linalg) if linalg else None,
+    )
+    if (version.split("+")[0], cuda, magma) != expected:
+        raise ToolError(
+            f"import torch in {prefix} (step: import) reports version, CUDA, MAGMA "
+            f"{(version, cuda, magma)}, the installed packages say {expected}; read {prefix}"
+        )
     consumer = prefix.parent / f"{prefix.name}-cmake"
     shutil.rmtree(consumer, ignore_errors=True)
     steps = [
@@ -421,6 +531,8 @@ def _main(args: argparse.Namespace) -> int:
     print(f"built {len(outcome.packages)} packages in {outcome.build_seconds:.1f} s:")
     for package in outcome.packages:
         print(f"  {package.name}")
+    for left_out in outcome.skipped_tests:
+        print(f"  test of {left_out.output} left out: {left_out.command!r}: {left_out.reason}")
     for pass_name, targets in outcome.passes.items():
         print(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
     python_min = rattler_render.variant_config(ci_support)["python_min"][0]

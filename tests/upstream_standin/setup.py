@@ -159,7 +159,8 @@ def main() -> None:
         name="torch",
         version=VERSION,
         description="upstream stand-in (test double) of PyTorch's build interface",
-        packages=["torch"],
+        # the subpackages the recipe's import test names, and functorch beside torch (the 2.13.0 wheel)
+        packages=["torch", "torch.nn", "torch.distributed", "torch._inductor", "functorch"],
         package_data={
             "torch": [
                 f"_C{sysconfig.get_config_var('EXT_SUFFIX')}",

@@ -6,8 +6,9 @@ against (tests/test_rehearsal_skbuild.py). Standard library only; run it on the 
         | gzip -9n > tests/data/torch-2.15.0-cp312-manylinux_2_28_x86_64-wheel-layout.txt.gz
 
 Kept: the files directly in torch/lib, torch/bin, torch/share/cmake/{Torch,Caffe2} and the dist-info; torch/'s
-_C extension, __init__.py and version.py; and every directory of torch/include down to three levels below it
-(the stand-in installs a few headers only, so their directories are what can be compared).
+_C extension, __init__.py and version.py; the __init__.py of torch.nn, torch.distributed and torch._inductor
+(the stand-in has them for the recipe's import test); and every directory of torch/include down to three
+levels below it (the stand-in installs a few headers only, so their directories are what can be compared).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 FILES = re.compile(
     r"^(torch/(lib|bin)/[^/]+|torch/share/cmake/(Torch|Caffe2)/[^/]+"
-    r"|torch/(_C\.[^/]+|version\.py|__init__\.py)|torch-[^/]+\.dist-info/[^/]+)$"
+    r"|torch/(_C\.[^/]+|version\.py|((nn|distributed|_inductor)/)?__init__\.py)|torch-[^/]+\.dist-info/[^/]+)$"
 )
 INCLUDE_DEPTHS = range(3, 6)  # torch/include/<a>/, .../<a>/<b>/, .../<a>/<b>/<c>/
 
