@@ -18,6 +18,7 @@ from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
 from feedstock_tools.maintainer import render_v1
 from feedstock_tools.proofs import local_channel, real_build
+from feedstock_tools.proofs.solve_check import machine_of
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
@@ -246,7 +247,9 @@ def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
         packages=[tmp_path / "built" / "linux-64" / "pytorch-cpu-1.0.0-x_0.conda"],
     )
     with pytest.raises(ToolError) as error:
-        real_build.install_and_use(outcome, "pytorch-cpu", tmp_path / "prefix", [], "3.12")
+        real_build.install_and_use(
+            outcome, "pytorch-cpu", tmp_path / "prefix", machine_of("linux-64", "None"), "3.12"
+        )
     message = str(error.value)
     assert "\n" not in message
     assert message.startswith("the solver refuses pytorch-cpu python 3.12.* from ")
@@ -346,8 +349,10 @@ def test_rattler_build_builds_the_cpu_configuration(
     assert set(cpu_build.passes["4 pytorch (py3.12)"]) == set(linked)
     assert sum(cpu_build.passes["2 libtorch"].values()) == 0
     assert_the_recipes_tests_were_kept(cpu_build, CPU_CONFIG)
+    meta, machine = real_build.metapackage_and_machine(rattler_render.variant_config(CPU_CONFIG))
+    assert meta == "pytorch-cpu"
     for minor in real_build.DEFAULT_PYTHONS:
-        installed = real_build.install_and_use(cpu_build, "pytorch-cpu", tmp_path / f"p{minor}", [], minor)
+        installed = real_build.install_and_use(cpu_build, meta, tmp_path / f"p{minor}", machine, minor)
         assert any(name.startswith(f"python-{minor}.") for name in installed)
         assert any(name.startswith("pytorch-cpu-") for name in installed)
 

@@ -40,6 +40,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
 from feedstock_tools.proofs import local_channel
+from feedstock_tools.proofs.solve_check import Machine, machine_of, virtual_packages
 
 STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_PYTHONS = ("3.10", "3.12")
@@ -390,26 +391,22 @@ def compile_work_ratio(
 
 
 def install_and_use(
-    outcome: BuildOutcome, spec: str, prefix: Path, virtual: Sequence[str] = (), python: str | None = None
+    outcome: BuildOutcome, spec: str, prefix: Path, machine: Machine, python: str | None = None
 ) -> list[str]:
-    """Solve ``spec`` (+ ``python``) from the built packages and the channel, install into ``prefix``,
-    then import torch there and build a CMake consumer with find_package(Torch); returns what it installed."""
-    from rattler import GenericVirtualPackage, MatchSpec, PackageName, Version, install, solve
-    from rattler.package.build_string import BuildString
+    """Solve ``spec`` (+ ``python``) from the built packages and the channel on ``machine`` (its subdir and
+    virtual packages), install into ``prefix``, then import torch there and build a CMake consumer with
+    find_package(Torch); returns what it installed."""
+    from rattler import MatchSpec, install, solve
 
     built_channel = outcome.packages[0].parent.parent
     specs = [spec] + ([f"python {python}.*"] if python else [])
-    virtual_packages = [
-        GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
-        for name, version in (v.split("=") for v in virtual)
-    ]
 
     async def go() -> list[Any]:
         records = await solve(
             [built_channel.as_uri(), outcome.channel.as_uri()],
             [MatchSpec(s) for s in specs],
-            platforms=["linux-64", "noarch"],
-            virtual_packages=virtual_packages,
+            platforms=[machine.subdir, "noarch"],
+            virtual_packages=virtual_packages(machine),
         )
         await install(records, target_prefix=prefix, cache_dir=outcome.package_cache, show_progress=False)
         return records
@@ -468,11 +465,12 @@ def install_and_use(
     return sorted(f"{r.name.normalized}-{r.version}-{r.build}" for r in records)
 
 
-def metapackage_and_machine(variant: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The metapackage users install for this configuration and the virtual packages of a machine that
-    takes it: a CUDA build needs an NVIDIA driver (__cuda) of at least its CUDA version."""
+def metapackage_and_machine(variant: Mapping[str, Any]) -> tuple[str, Machine]:
+    """The metapackage users install for this configuration and a machine that takes it, solve-check's row
+    of the target with a driver of the configuration's CUDA version (proofs/solve_requests.yaml)."""
     cuda = str(variant.get("cuda_compiler_version", ["None"])[0])
-    return ("pytorch-gpu", [f"__cuda={cuda}"]) if cuda != "None" else ("pytorch-cpu", [])
+    machine = machine_of(str(variant["target_platform"][0]), cuda)
+    return ("pytorch-gpu" if cuda != "None" else "pytorch-cpu"), machine
 
 
 # ---- command line ------------------------------------------------------------------------------------
@@ -539,9 +537,9 @@ def _main(args: argparse.Namespace) -> int:
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
     done, minimum = compile_work_ratio(outcome.passes, linked, python_min)
     print(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
-    meta, virtual = metapackage_and_machine(rattler_render.variant_config(ci_support))
+    meta, machine = metapackage_and_machine(rattler_render.variant_config(ci_support))
     for python in sorted(rattler_render.variant_config(ci_support, pythons)["python"]):
         minor = python.split(".*")[0]
-        installed = install_and_use(outcome, meta, args.work_dir / name / f"prefix-{minor}", virtual, minor)
+        installed = install_and_use(outcome, meta, args.work_dir / name / f"prefix-{minor}", machine, minor)
         print(f"python {minor}: import torch and the CMake consumer work with " + ", ".join(installed))
     return 0
