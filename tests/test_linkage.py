@@ -2,9 +2,9 @@
 
 The wheels (111-527 MB) are not in CI: ``tests/data`` keeps each one's file list and the needed libraries of
 each of its binaries, read with lief from the real files (``wheel-layout --file-list/--needs-list``).
-Skeleton wheels and :class:`FixtureNeeds` (test doubles, ``tests/wheel_fixtures.py``) carry them through
-the real staging and the real check. The check's own reading of binaries runs on small ELF libraries
-compiled here.
+Skeleton wheels (``tests/wheel_fixtures.py``) and the needs-list reader ``linkage.StagedWheelNeeds``
+carry them through the real staging and the real check. The check's own reading of binaries runs on
+small ELF libraries compiled here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED,
 from megabuild.staging import INSTALL_TREE_DIRS, rule_claims
 from wheel_fixtures import (
     WHEELS,
-    FixtureNeeds,
     WheelFixture,
     binaries_and_markers,
     ci_config,
@@ -62,7 +61,7 @@ def checked_run(wheel: WheelFixture, directory: Path, drop: tuple[str, ...] = ()
     files = [f for f in binaries_and_markers(wheel.files, needs) if f.path not in drop]
     skeleton = write_skeleton_wheel(files, directory, wheel.wheel_name)
     work = directory / "work"
-    reader = FixtureNeeds(needs, work, parse_wheel_name(skeleton).site_packages)
+    reader = linkage.StagedWheelNeeds(needs, work / "packages", parse_wheel_name(skeleton).site_packages)
     return run(skeleton, work, ci_config(wheel.subdir, wheel_cuda(wheel)), reader=reader)
 
 

@@ -4,9 +4,9 @@
 * ``torch-2.13.0-<target>-wheel-needs.txt.gz``: each binary's needed libraries and search paths, read with
   lief from the real wheel (``wheel-layout --needs-list``).
 
-A *skeleton wheel* (a test double) has the listed names and modes and no contents; :class:`FixtureNeeds` (a
-test double of ``linkage.read_binary``) answers for a staged file with what the real wheel's binary of
-that path needs.
+A *skeleton wheel* (a test double) has the listed names and modes and no contents; the reader
+``linkage.StagedWheelNeeds`` (``bump`` uses it too) answers for a staged file with what the real wheel's
+binary of that path needs.
 """
 
 from __future__ import annotations
@@ -82,26 +82,3 @@ def binaries_and_markers(files: list[ListedFile], needs: dict[str, BinaryNeeds])
     return [
         f for f in files if f.path in needs or f.path in markers or f.path.endswith(".dist-info/METADATA")
     ]
-
-
-@dataclass(frozen=True)
-class FixtureNeeds:
-    """Test double of ``linkage.read_binary``: a staged file's needs are those of the real wheel's binary
-    at the same place (``$PREFIX/lib/x`` was ``torch/lib/x``, ``$SP_DIR/y`` was ``y``)."""
-
-    needs: dict[str, BinaryNeeds]
-    work: Path
-    site_packages: str
-
-    def __call__(self, path: Path) -> BinaryNeeds | None:
-        if path.is_symlink():
-            return None
-        package_root = self.work / "packages"
-        relative = path.relative_to(package_root).as_posix().split("/", 1)[1]
-        if relative.startswith("Library/bin/"):  # win-64: the wheel's torch/lib/x.dll (staging table)
-            member = "torch/lib/" + relative.removeprefix("Library/bin/")
-        elif relative.startswith(self.site_packages + "/"):
-            member = relative.removeprefix(self.site_packages + "/")
-        else:
-            member = f"torch/{relative}"
-        return self.needs.get(member)

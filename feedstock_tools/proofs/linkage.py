@@ -174,6 +174,30 @@ def read_needs_list(path: Path) -> dict[str, BinaryNeeds]:
     return needs
 
 
+@dataclass(frozen=True)
+class StagedWheelNeeds:
+    """A reader (``read_binary``'s shape) for a wheel staged into packages without its binaries' contents
+    (a skeleton of the wheel's file list): a staged file's needs are those of the wheel member it came from,
+    as a needs list records them (``$PREFIX/lib/x`` was ``torch/lib/x``, ``$SP_DIR/y`` was ``y``,
+    win-64's ``Library/bin/x`` was ``torch/lib/x``: the staging table)."""
+
+    needs: Mapping[str, BinaryNeeds]
+    packages: Path  # the folder of the staged packages, one subfolder each
+    site_packages: str
+
+    def __call__(self, path: Path) -> BinaryNeeds | None:
+        if path.is_symlink():
+            return None
+        relative = path.relative_to(self.packages).as_posix().split("/", 1)[1]
+        if relative.startswith("Library/bin/"):
+            member = "torch/lib/" + relative.removeprefix("Library/bin/")
+        elif relative.startswith(self.site_packages + "/"):
+            member = relative.removeprefix(self.site_packages + "/")
+        else:
+            member = f"torch/{relative}"
+        return self.needs.get(member)
+
+
 # ---- what a package may rely on ---------------------------------------------------------------------------
 
 

@@ -457,29 +457,6 @@ def staging_rows(release: Release, previous: Release | None) -> list[Row]:
     return rows
 
 
-@dataclass(frozen=True)
-class _StagedNeeds:
-    """linkage's reader for a staged skeleton: a staged file's needs are those of the wheel member it came
-    from (``$PREFIX/lib/x`` was ``torch/lib/x``, ``$SP_DIR/y`` was ``y``,
-    ``Library/bin/x`` was ``torch/lib/x``)."""
-
-    needs: Mapping[str, linkage.BinaryNeeds]
-    packages: Path
-    site_packages: str
-
-    def __call__(self, path: Path) -> linkage.BinaryNeeds | None:
-        if path.is_symlink():
-            return None
-        relative = path.relative_to(self.packages).as_posix().split("/", 1)[1]
-        if relative.startswith("Library/bin/"):
-            member = "torch/lib/" + relative.removeprefix("Library/bin/")
-        elif relative.startswith(self.site_packages + "/"):
-            member = relative.removeprefix(self.site_packages + "/")
-        else:
-            member = f"torch/{relative}"
-        return self.needs.get(member)
-
-
 def _config_for(root: Path, subdir: str, cuda: str | None) -> Path | None:
     """The rendered configuration the linkage of a wheel is checked against: its subdir, generic BLAS where
     there is one, the CUDA version nearest the wheel's (CPU for a CPU wheel)."""
@@ -629,7 +606,7 @@ def _check_skeleton(
             trees = wheel_layout.lay_out_wheel_as_build_tree(wheel, work / "out" / "src")
             prefixes = wheel_layout.stage_into_prefixes(trees, tag, work / "out")
             specs = linkage.recipe_packages(root / "recipe", config, prefixes, tag.python, tag.platform)
-            reader = _StagedNeeds(needs, work / "out" / "packages", tag.site_packages)
+            reader = linkage.StagedWheelNeeds(needs, work / "out" / "packages", tag.site_packages)
             return linkage.LinkageCheck(specs, tag.platform, wheel=True, reader=reader).run()
 
 
