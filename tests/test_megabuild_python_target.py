@@ -88,14 +88,20 @@ def interpreters(host_pythons: dict[str, HostPython]) -> dict[str, Path]:
     return {minor: host.python for minor, host in sorted(host_pythons.items())}
 
 
-def configure_double(tmp_path: Path, python: Path) -> Path:
-    """Configure the detection double the way setup.py configures PyTorch; returns the build dir."""
+def write_double_source(tmp_path: Path) -> Path:
+    """The detection double's source tree (CMakeLists.txt, its code generator and two targets)."""
     source = tmp_path / "src"
     source.mkdir()
     (source / "CMakeLists.txt").write_text(DETECTION_DOUBLE)
     (source / "gen.py").write_text(GENERATOR)
     (source / "core.c").write_text("int generated(void);\nint core(void) { return generated(); }\n")
     (source / "torch_python.c").write_text(TORCH_PYTHON)
+    return source
+
+
+def configure_double(tmp_path: Path, python: Path) -> Path:
+    """Configure the detection double the way setup.py configures PyTorch; returns the build dir."""
+    source = write_double_source(tmp_path)
     facts = probe(python)
     build = tmp_path / "build"
     subprocess.run(
@@ -164,12 +170,7 @@ def test_cross_compiling_retarget_under_the_cmake_on_path(
     so the dropped _Python_INTERPRETER_PROPERTIES comes back for the target's Python."""
     first, second = list(interpreters)[:2]
     facts = probe(interpreters[first])
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "CMakeLists.txt").write_text(DETECTION_DOUBLE)
-    (source / "gen.py").write_text(GENERATOR)
-    (source / "core.c").write_text("int generated(void);\nint core(void) { return generated(); }\n")
-    (source / "torch_python.c").write_text(TORCH_PYTHON)
+    source = write_double_source(tmp_path)
 
     def root(python: Path) -> str:  # where include/python3.X is: the base installation of the venv
         return subprocess.run(

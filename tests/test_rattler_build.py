@@ -322,15 +322,15 @@ def assert_the_recipes_tests_were_kept(build: real_build.BuildOutcome, config: P
 # ---- the real build (rattler-build, local channel, stand-in) -----------------------------------------
 
 
+def real_build_of(config: Path, factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
+    """rattler-build of the v1 recipe for ``config``, CI's Pythons, the local channel in the shared cache."""
+    work = factory.mktemp("rattler-build")
+    return real_build.run_build(config, work / "out", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS)
+
+
 @pytest.fixture(scope="session")
 def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
-    work = tmp_path_factory.mktemp("rattler-build")
-    return real_build.run_build(
-        CPU_CONFIG,
-        work / "cpu",
-        real_build.DEFAULT_CACHE,
-        real_build.DEFAULT_PYTHONS,
-    )
+    return real_build_of(CPU_CONFIG, tmp_path_factory)
 
 
 @pytest.mark.rattler_build
@@ -359,13 +359,7 @@ def test_rattler_build_builds_the_cpu_configuration(
 
 @pytest.fixture(scope="session")
 def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
-    work = tmp_path_factory.mktemp("rattler-build")
-    return real_build.run_build(
-        CUDA_CONFIG,
-        work / "cuda",
-        real_build.DEFAULT_CACHE,
-        real_build.DEFAULT_PYTHONS,
-    )
+    return real_build_of(CUDA_CONFIG, tmp_path_factory)
 
 
 @pytest.mark.rattler_build
