@@ -40,7 +40,7 @@ import jinja2
 
 from feedstock_tools.common.config_selector import configuration_files
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render, recipe_render
 
 # the v1 recipe's directory, beside recipe/ (conda-forge.yml's recipe_dir once the feedstock switches)
@@ -348,9 +348,8 @@ def set_context(recipe: Path, *, version: str, sha256: str, build: int) -> None:
         raise ToolError(
             f"{recipe}: its context has no plain {', '.join(missing)} line; add it ('  key: value')"
         )
-    temporary = recipe.with_name(f".{recipe.name}.tmp")
-    temporary.write_text("".join(lines), encoding="utf-8")
-    temporary.replace(recipe)
+    # the driver's atomic write: a failure leaves the recipe as it was and no temporary file behind
+    import_megabuild("atomic_file").write_text(recipe, "".join(lines), newline="")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
