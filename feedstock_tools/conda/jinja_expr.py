@@ -51,8 +51,24 @@ _PRECEDENCE: dict[type, int] = {
     nodes.Neg: 9,
     nodes.Pos: 9,
 }
-_COMPARE = {"eq": "==", "ne": "!=", "gt": ">", "gteq": ">=", "lt": "<", "lteq": "<=", "in": "in", "notin": "not in"}
-_BINARY = {nodes.Add: "+", nodes.Sub: "-", nodes.Mul: "*", nodes.Div: "/", nodes.FloorDiv: "//", nodes.Mod: "%"}
+_COMPARE = {
+    "eq": "==",
+    "ne": "!=",
+    "gt": ">",
+    "gteq": ">=",
+    "lt": "<",
+    "lteq": "<=",
+    "in": "in",
+    "notin": "not in",
+}
+_BINARY = {
+    nodes.Add: "+",
+    nodes.Sub: "-",
+    nodes.Mul: "*",
+    nodes.Div: "/",
+    nodes.FloorDiv: "//",
+    nodes.Mod: "%",
+}
 _BINARY[nodes.Pow] = "**"
 
 
@@ -96,7 +112,7 @@ def substitute(node: nodes.Expr, replace: Callable[[str], nodes.Expr | None]) ->
 
 def to_v1(node: nodes.Expr, where: str) -> nodes.Expr:
     """The expression as rattler-build's v1 says it (the table of the module docstring)."""
-    node = substitute(node, lambda name: _V0_NODES.get(name))
+    node = substitute(node, _V0_NODES.get)
     calls = [node] if isinstance(node, nodes.Call) else []
     for call in calls + list(node.find_all(nodes.Call)):  # find_all skips the node itself
         if isinstance(call.node, nodes.Name) and call.node.name in PIN_FUNCTIONS:
@@ -109,8 +125,8 @@ def _methods_as_filters(node: nodes.Expr, where: str) -> nodes.Expr:
     if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr):
         if node.node.attr not in METHODS_AS_FILTERS:
             raise InputError(
-                f"{where}: the method .{node.node.attr}() has no v1 equivalent (rattler-build's minijinja has "
-                f"no string methods); use a Jinja filter in meta.yaml"
+                f"{where}: the method .{node.node.attr}() has no v1 equivalent (rattler-build's minijinja "
+                "has no string methods); use a Jinja filter in meta.yaml"
             )
         return nodes.Filter(
             _methods_as_filters(node.node.node, where),
@@ -126,7 +142,9 @@ def _methods_as_filters(node: nodes.Expr, where: str) -> nodes.Expr:
             setattr(node, field, _methods_as_filters(value, where))
         elif isinstance(value, list):
             setattr(
-                node, field, [_methods_as_filters(v, where) if isinstance(v, nodes.Expr) else v for v in value]
+                node,
+                field,
+                [_methods_as_filters(v, where) if isinstance(v, nodes.Expr) else v for v in value],
             )
     return node
 
@@ -153,56 +171,65 @@ def _const(value: object) -> str:
     return repr(value)
 
 
-def _arguments(node: nodes.Call | nodes.Filter, skip_first: bool = False) -> str:
-    args = [unparse(a) for a in node.args]
-    args += [f"{k.key}={unparse(k.value)}" for k in node.kwargs]
-    return ", ".join(args)
+def _arguments(node: nodes.Call | nodes.Filter | nodes.Test) -> str:
+    return ", ".join([unparse(a) for a in node.args] + [f"{k.key}={unparse(k.value)}" for k in node.kwargs])
+
+
+def _postfix(node: nodes.Filter | nodes.Test, word: str) -> str:
+    arguments = _arguments(node)
+    return f"{_wrapped(node.node, 10)} {word} {node.name}" + (f"({arguments})" if arguments else "")
+
+
+def _condexpr(node: nodes.CondExpr) -> str:
+    text = f"{_wrapped(node.expr1, 1)} if {_wrapped(node.test, 1)}"
+    return text + (f" else {_wrapped(node.expr2, 1)}" if node.expr2 is not None else "")
+
+
+def _compare(node: nodes.Compare) -> str:
+    return _wrapped(node.expr, 5) + "".join(
+        f" {_COMPARE[operand.op]} {_wrapped(operand.expr, 5)}" for operand in node.ops
+    )
+
+
+def _binary(node: nodes.BinExpr) -> str:
+    level = _precedence(node)
+    return f"{_wrapped(node.left, level)} {_BINARY[type(node)]} {_wrapped(node.right, level + 1)}"
+
+
+def _tuple(node: nodes.Tuple) -> str:
+    return "(" + ", ".join(unparse(item) for item in node.items) + ("," if len(node.items) == 1 else "") + ")"
+
+
+_WRITERS: dict[type, Callable[..., str]] = {
+    nodes.Name: lambda n: n.name,
+    nodes.Const: lambda n: _const(n.value),
+    nodes.List: lambda n: "[" + ", ".join(unparse(item) for item in n.items) + "]",
+    nodes.Tuple: _tuple,
+    nodes.CondExpr: _condexpr,
+    # an "and" inside an "or" in parentheses, for the reader
+    nodes.Or: lambda n: f"{_wrapped(n.left, 3)} or {_wrapped(n.right, 3)}",
+    nodes.And: lambda n: f"{_wrapped(n.left, 2)} and {_wrapped(n.right, 3)}",
+    nodes.Not: lambda n: f"not {_wrapped(n.node, 10)}",
+    nodes.Compare: _compare,
+    nodes.Concat: lambda n: " ~ ".join(_wrapped(part, 7) for part in n.nodes),
+    nodes.Neg: lambda n: "-" + _wrapped(n.node, 9),
+    nodes.Pos: lambda n: "+" + _wrapped(n.node, 9),
+    nodes.Filter: lambda n: _postfix(n, "|"),
+    nodes.Test: lambda n: _postfix(n, "is"),
+    nodes.Call: lambda n: f"{_wrapped(n.node, 10)}({_arguments(n)})",
+    nodes.Getattr: lambda n: f"{_wrapped(n.node, 10)}.{n.attr}",
+    nodes.Getitem: lambda n: f"{_wrapped(n.node, 10)}[{unparse(n.arg)}]",
+    **dict.fromkeys(_BINARY, _binary),
+}
 
 
 def unparse(node: nodes.Node) -> str:
     """Jinja source for ``node``, with the parentheses its operators need (and around a negated operand
     that is not a single name, for the reader)."""
-    if isinstance(node, nodes.Name):
-        return node.name
-    if isinstance(node, nodes.Const):
-        return _const(node.value)
-    if isinstance(node, nodes.List):
-        return "[" + ", ".join(unparse(item) for item in node.items) + "]"
-    if isinstance(node, nodes.Tuple):
-        return "(" + ", ".join(unparse(item) for item in node.items) + ("," if len(node.items) == 1 else "") + ")"
-    if isinstance(node, nodes.CondExpr):
-        text = f"{_wrapped(node.expr1, 1)} if {_wrapped(node.test, 1)}"
-        return text + (f" else {_wrapped(node.expr2, 1)}" if node.expr2 is not None else "")
-    if isinstance(node, nodes.Or):  # an "and" inside an "or" in parentheses, for the reader
-        return f"{_wrapped(node.left, 3)} or {_wrapped(node.right, 3)}"
-    if isinstance(node, nodes.And):
-        return f"{_wrapped(node.left, 2)} and {_wrapped(node.right, 3)}"
-    if isinstance(node, nodes.Not):
-        return f"not {_wrapped(node.node, 10)}"
-    if isinstance(node, nodes.Compare):
-        text = _wrapped(node.expr, 5)
-        for operand in node.ops:
-            text += f" {_COMPARE[operand.op]} {_wrapped(operand.expr, 5)}"
-        return text
-    if type(node) in _BINARY:
-        return f"{_wrapped(node.left, _precedence(node))} {_BINARY[type(node)]} {_wrapped(node.right, _precedence(node) + 1)}"  # type: ignore[attr-defined]
-    if isinstance(node, nodes.Concat):
-        return " ~ ".join(_wrapped(part, 7) for part in node.nodes)
-    if isinstance(node, nodes.Neg | nodes.Pos):
-        return ("-" if isinstance(node, nodes.Neg) else "+") + _wrapped(node.node, 9)
-    if isinstance(node, nodes.Filter):
-        arguments = _arguments(node)
-        return f"{_wrapped(node.node, 10)} | {node.name}" + (f"({arguments})" if arguments else "")
-    if isinstance(node, nodes.Test):
-        arguments = _arguments(node)  # type: ignore[arg-type]
-        return f"{_wrapped(node.node, 10)} is {node.name}" + (f"({arguments})" if arguments else "")
-    if isinstance(node, nodes.Call):
-        return f"{_wrapped(node.node, 10)}({_arguments(node)})"
-    if isinstance(node, nodes.Getattr):
-        return f"{_wrapped(node.node, 10)}.{node.attr}"
-    if isinstance(node, nodes.Getitem):
-        return f"{_wrapped(node.node, 10)}[{unparse(node.arg)}]"
-    raise TypeError(f"no v1 spelling for the Jinja node {type(node).__name__}")
+    writer = _WRITERS.get(type(node))
+    if writer is None:
+        raise TypeError(f"no v1 spelling for the Jinja node {type(node).__name__}")
+    return writer(node)
 
 
 def is_boolean(node: nodes.Node) -> bool:
@@ -218,9 +245,13 @@ def is_boolean(node: nodes.Node) -> bool:
 
 def simplified(node: nodes.Expr) -> nodes.Expr:
     """``true if T else false`` is T, ``false if T else true`` is ``not T``."""
-    if isinstance(node, nodes.CondExpr) and isinstance(node.expr1, nodes.Const) and node.expr2 is not None:
-        if isinstance(node.expr2, nodes.Const) and {node.expr1.value, node.expr2.value} == {True, False}:
-            return node.test if node.expr1.value is True else nodes.Not(node.test)
+    if (
+        isinstance(node, nodes.CondExpr)
+        and isinstance(node.expr1, nodes.Const)
+        and isinstance(node.expr2, nodes.Const)
+        and {node.expr1.value, node.expr2.value} == {True, False}
+    ):
+        return node.test if node.expr1.value is True else nodes.Not(node.test)
     return node
 
 

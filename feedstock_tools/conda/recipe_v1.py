@@ -31,9 +31,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from jinja2 import nodes
 
@@ -231,11 +232,9 @@ def _blocks(tokens: list[Token], source: str) -> list:
             stack[-1][1].append(block)
             stack.append((block, block.branches[0][2]))
         elif word in ("elif", "else"):
-            if not isinstance(stack[-1][0], _If):
-                raise InputError(f"{where}: {{% {word} %}} outside an {{% if %}} block")
-            block = stack.pop()[0]
-            block.branches.append((rest if word == "elif" else None, token.line, []))  # type: ignore[union-attr]
-            stack.append((block, block.branches[-1][2]))  # type: ignore[union-attr]
+            block = _innermost(stack, _If, word, where)
+            block.branches.append((rest if word == "elif" else None, token.line, []))
+            stack.append((block, block.branches[-1][2]))
         elif word == "for":
             match = re.fullmatch(r"(\w+)\s+in\s+(.+)", rest, re.DOTALL)
             if not match:
@@ -244,10 +243,7 @@ def _blocks(tokens: list[Token], source: str) -> list:
             stack[-1][1].append(loop)
             stack.append((loop, loop.body))
         elif word in ("endif", "endfor"):
-            kind = _If if word == "endif" else _For
-            if not isinstance(stack[-1][0], kind):
-                raise InputError(f"{where}: {{% {word} %}} without its opening tag")
-            stack.pop()
+            _innermost(stack, _If if word == "endif" else _For, word, where)
         else:
             raise InputError(
                 f"{where}: {{% {word} %}} is not one of the Jinja statements {COMMAND} converts "
@@ -256,6 +252,15 @@ def _blocks(tokens: list[Token], source: str) -> list:
     if len(stack) > 1:
         raise InputError(f"{source}: an {{% if %}} or {{% for %}} block is not closed")
     return root
+
+
+def _innermost(stack: list[tuple[object, list]], kind: type, word: str, where: str) -> Any:
+    """Close the innermost block, which must be of ``kind``; returns it."""
+    if not isinstance(stack[-1][0], kind):
+        raise InputError(
+            f"{where}: {{% {word} %}} without the {{% {kind.__name__[1:].lower()} %}} it belongs to"
+        )
+    return stack.pop()[0]
 
 
 class Evaluator:
@@ -388,6 +393,7 @@ class Evaluator:
         if not match:
             raise InputError(f"{where}: a set statement other than 'set NAME = EXPRESSION'")
         name, node = match[1], jinja_expr.parse(match[2], where)
+        jinja_expr.to_v1(node, where)  # what v1 cannot say stops here, at this line
         if token.selector:
             atom = self.atom(token.selector, token.line)
             cond = conjoin(cond, atom)  # type: ignore[assignment]
@@ -459,24 +465,33 @@ class Evaluator:
             elif isinstance(block, Token):
                 self._yaml(block, cond, bindings)
             elif isinstance(block, _If):
-                taken: list[str | bool] = []
-                for test, line, body in block.branches:
-                    branch: Cond | None = cond
-                    for earlier in taken:
-                        branch = None if branch is None else conjoin(branch, _not(earlier))
-                    atom = True if test is None else self.atom(test, line)
-                    branch = None if branch is None else conjoin(branch, atom)
-                    taken.append(atom)
-                    if branch is not None:
-                        self.run(body, branch, bindings)
+                self._run_if(block, cond, bindings)
             else:
-                for item in self.items(jinja_expr.parse(block.expr, f"{self.source}:{block.line}"), block.line):
-                    merged = _merge(cond, item.cond)
-                    if merged is None:
-                        continue
-                    if item.comments:
-                        self.pending = [*self.pending, *item.comments]
-                    self.run(block.body, merged, {**bindings, block.var: item.text})
+                self._run_for(block, cond, bindings)
+
+    def _run_if(self, block: _If, cond: Cond, bindings: dict[str, str]) -> None:
+        """Each branch under its test and the negation of every earlier one; a branch that can never be
+        taken is not run."""
+        taken: list[str | bool] = []
+        for test, line, body in block.branches:
+            branch: Cond | None = cond
+            for earlier in taken:
+                branch = None if branch is None else conjoin(branch, _not(earlier))
+            atom = True if test is None else self.atom(test, line)
+            branch = None if branch is None else conjoin(branch, atom)
+            taken.append(atom)
+            if branch is not None:
+                self.run(body, branch, bindings)
+
+    def _run_for(self, block: _For, cond: Cond, bindings: dict[str, str]) -> None:
+        """The body once per item, under the item's conditions, its variable bound to the item's text."""
+        where = f"{self.source}:{block.line}"
+        for item in self.items(jinja_expr.parse(block.expr, where), block.line):
+            merged = _merge(cond, item.cond)
+            if merged is None:
+                continue
+            self.pending = [*self.pending, *item.comments]
+            self.run(block.body, merged, {**bindings, block.var: item.text})
 
     def _yaml(self, token: Token, cond: Cond, bindings: dict[str, str]) -> None:
         raw = token.text
@@ -663,7 +678,9 @@ def _scalar(text: str) -> Node:
     return Node("scalar", text=text)
 
 
-def _map(pairs: Sequence[tuple[str, Node | None]], comments: dict[str, tuple[Comment, ...]] | None = None) -> Node:
+def _map(
+    pairs: Sequence[tuple[str, Node | None]], comments: dict[str, tuple[Comment, ...]] | None = None
+) -> Node:
     comments = comments or {}
     return Node("map", [Entry(k, v, comments=comments.get(k, ())) for k, v in pairs if v is not None])
 
@@ -714,6 +731,12 @@ class Converter:
             found.setdefault(entry.key, []).append(entry)  # type: ignore[arg-type]
         return found
 
+    def required(self, found: dict[str, list[Entry]], key: str, where: str) -> Entry:
+        entry = self.one(found, key)
+        if entry is None:
+            raise self.error(None, f"{where} has no {key!r}; a recipe {COMMAND} converts states it")
+        return entry
+
     def one(self, found: dict[str, list[Entry]], key: str) -> Entry | None:
         """The entry of ``key``: once, and under a condition only when it is a list (the condition goes to
         its items)."""
@@ -741,23 +764,33 @@ class Converter:
     # -- sections
     def convert(self) -> Node:
         top = self.fields(
-            self.tree, "meta.yaml", ("package", "source", "build", "requirements", "outputs", "about", "extra")
+            self.tree,
+            "meta.yaml",
+            ("package", "source", "build", "requirements", "outputs", "about", "extra"),
         )
-        package = self.fields(self.one(top, "package").value, "package", ("name", "version"))  # type: ignore[union-attr]
-        name = self.one(package, "name").value.text  # type: ignore[union-attr]
+        package = self.fields(
+            self.required(top, "package", "meta.yaml").value, "package", ("name", "version")
+        )
+        name = self.required(package, "name", "package").value.text
         build = self.fields(
-            self.one(top, "build").value,  # type: ignore[union-attr]
+            self.required(top, "build", "meta.yaml").value,
             "build",
             ("number", "skip", "error_overlinking", "script_env", "force_use_keys"),
         )
-        outputs = [self.output(o, name) for o in self.one(top, "outputs").value.entries]  # type: ignore[union-attr]
+        outputs_entry = self.required(top, "outputs", "meta.yaml")
+        outputs = [self.output(o, name) for o in outputs_entry.value.entries]
         staging = self.staging(name, build, self.one(top, "requirements"))
         pairs: list[tuple[str, Node | None]] = [
             ("context", self.context()),
-            ("recipe", _map([("name", _scalar(name)), ("version", self.one(package, "version").value)])),  # type: ignore[union-attr]
-            ("source", self.sources(self.one(top, "source"))),
+            (
+                "recipe",
+                _map(
+                    [("name", _scalar(name)), ("version", self.required(package, "version", "package").value)]
+                ),
+            ),
+            ("source", self.sources(self.required(top, "source", "meta.yaml"))),
             ("build", self.top_build(build)),
-            ("outputs", Node("seq", [Entry(None, staging, comments=self.one(top, "outputs").comments), *outputs])),  # type: ignore[union-attr]
+            ("outputs", Node("seq", [Entry(None, staging, comments=outputs_entry.comments), *outputs])),
             ("about", self.about(self.one(top, "about"))),
             ("extra", self.one(top, "extra").value if top.get("extra") else None),  # type: ignore[union-attr]
         ]
@@ -767,23 +800,26 @@ class Converter:
         entries = []
         for name, scalar, comments in self.evaluator.context:
             if scalar is None or scalar.kind == "inline":
+                notes = comments
                 if scalar is not None:
                     text = jinja_expr.unparse(jinja_expr.to_v1(scalar.node, self.source))
-                    comments = (*comments, *_generated(f"({name}: written out where it is used, as {text})"))
-                if comments:
-                    entries.append(Entry(None, Node("comments"), comments=comments))
+                    notes = (*comments, *_generated(f"({name}: written out where it is used, as {text})"))
+                if notes:
+                    entries.append(Entry(None, Node("comments"), comments=notes))
                 continue
             node = scalar.node
-            if isinstance(node, nodes.Const) and isinstance(node.value, str | int) and not isinstance(node.value, bool):
+            if (
+                isinstance(node, nodes.Const)
+                and isinstance(node.value, str | int)
+                and not isinstance(node.value, bool)
+            ):
                 text = jinja_expr.unparse(node)
             else:
                 text = "${{ " + jinja_expr.unparse(jinja_expr.to_v1(node, self.source)) + " }}"
             entries.append(Entry(name, _scalar(text), comments=comments))
         return Node("map", entries)
 
-    def sources(self, entry: Entry | None) -> Node:
-        if entry is None:
-            raise self.error(None, "no source")
+    def sources(self, entry: Entry) -> Node:
         found = self.fields(entry.value, "source", ("url", "sha256", "git_url", "git_rev", "patches"))
         pairs: list[tuple[str, Node | None]] = []
         for v0, v1 in (("url", "url"), ("sha256", "sha256"), ("git_url", "git"), ("git_rev", "rev")):
@@ -810,16 +846,18 @@ class Converter:
                     comments=()
                     if index
                     else _generated(
-                        "the package tests' files, recipe/'s: rattler-build (0.73.0, measured) copies a test's",
-                        "`files.recipe` from this directory only and follows no link, so they come in as sources",
+                        "the package tests' files, recipe/'s: rattler-build (0.73.0, measured) copies",
+                        "a test's `files.recipe` from this directory only, following no link: they come",
+                        "in as sources",
                     ),
                 )
             )
         return Node("seq", entries)
 
     def top_build(self, build: dict[str, list[Entry]]) -> Node:
-        pairs: list[tuple[str, Node | None]] = [("number", self.one(build, "number").value)]  # type: ignore[union-attr]
-        comments: dict[str, tuple[Comment, ...]] = {"number": self.one(build, "number").comments}  # type: ignore[union-attr]
+        number = self.required(build, "number", "build")
+        pairs: list[tuple[str, Node | None]] = [("number", number.value)]
+        comments: dict[str, tuple[Comment, ...]] = {"number": number.comments}
         skip = self.skip(build)
         if skip is not None:
             pairs.append(("skip", skip))
@@ -867,7 +905,9 @@ class Converter:
                 flat.append(replace(line, cond=entry.cond))
         flat[0] = replace(
             flat[0],
-            comments=_generated("the driver and its scripts are recipe/'s, shared with meta.yaml: run there, as from there"),
+            comments=_generated(
+                "the driver and its scripts are recipe/'s, shared with meta.yaml: run there, as from there"
+            ),
         )
         env_pairs = [(k, _scalar(v)) for k, v in extra_env]
         env_comments: dict[str, tuple[Comment, ...]] = {}
@@ -880,10 +920,14 @@ class Converter:
                 env_comments[name] = item.comments
         env_node = _map(env_pairs, env_comments)
         if env is not None and env_node.entries:
-            first = next(i for i, e in enumerate(env_node.entries) if e.key == env.value.entries[0].value.text)
+            first = next(
+                i for i, e in enumerate(env_node.entries) if e.key == env.value.entries[0].value.text
+            )
             env_node.entries[first].comments = (
                 *env_node.entries[first].comments,
-                *_generated("(script_env: v1 passes no variable through by name; empty is unset to the driver)"),
+                *_generated(
+                    "(script_env: v1 passes no variable through by name; empty is unset to the driver)"
+                ),
             )
         return _map([("content", Node("seq", flat)), ("env", env_node if env_node.entries else None)])
 
@@ -910,8 +954,8 @@ class Converter:
         comments = {}
         if build.get("force_use_keys"):
             comments["build"] = _generated(
-                "(meta.yaml's top-level force_use_keys: a staging build takes only a script, rattler-build 0.73.0:",
-                "\"only 'script' and 'steps' are allowed in staging builds\"; its host names the keys)",
+                "(meta.yaml's top-level force_use_keys: a staging build takes only a script (0.73.0:",
+                "\"only 'script' and 'steps' are allowed in staging builds\"); its host names the keys)",
             )
         return _map(pairs, comments)
 
@@ -941,8 +985,11 @@ class Converter:
 
     def output(self, entry: Entry, staging_name: str) -> Entry:
         found = self.fields(entry.value, "output", ("name", "script", "build", "requirements", "test"))
-        name = self.one(found, "name").value.text  # type: ignore[union-attr]
-        build = self.fields(self.one(found, "build").value, f"output {name}: build", tuple(_BUILD_KEYS))  # type: ignore[union-attr]
+        name = self.required(found, "name", "an output").value.text
+        build_entry = self.one(found, "build")
+        build = (
+            self.fields(build_entry.value, f"output {name}: build", tuple(_BUILD_KEYS)) if build_entry else {}
+        )
         scripts = found.get("script", [])
         pairs: list[tuple[str, Node | None]] = [("package", _map([("name", _scalar(name))]))]
         comments: dict[str, tuple[Comment, ...]] = {}
@@ -951,8 +998,8 @@ class Converter:
                 ("inherit", _map([("from", _scalar(staging_name)), ("run_exports", _scalar("false"))]))
             )
             comments["inherit"] = _generated(
-                "pass 1's work directory; run_exports: false, or the staging host's run-exports (python_abi of",
-                "its Python above all) land on every output (pytorch-cpu-feedstock#518)",
+                "pass 1's work directory; run_exports: false, or the staging host's run-exports (python_abi",
+                "of its Python above all) land on every output (pytorch-cpu-feedstock#518)",
             )
         pairs.append(("build", self.output_build(build, scripts)))
         pairs.append(("requirements", self.requirements(self.one(found, "requirements"), build)))
@@ -961,7 +1008,6 @@ class Converter:
 
     def output_build(self, build: dict[str, list[Entry]], scripts: list[Entry]) -> Node:
         tree: dict[str, object] = {}
-        comments: dict[str, tuple[Comment, ...]] = {}
         for key, path in _BUILD_KEYS.items():
             if path[0] != "build" or key == "script_env":
                 continue
@@ -973,7 +1019,9 @@ class Converter:
                     continue
                 if key == "detect_binary_files_with_prefix":
                     if chosen.value.text != "false":
-                        raise self.error(chosen, f"{key}: only 'false' has a v1 counterpart (ignore_binary_files)")
+                        raise self.error(
+                            chosen, f"{key}: only 'false' has a v1 counterpart (ignore_binary_files)"
+                        )
                     value = _scalar("true")
                 else:
                     value = self.seq(chosen) if chosen.value.kind == "seq" else chosen.value
@@ -985,7 +1033,16 @@ class Converter:
             position[path[-1]] = Entry(path[-1], value, comments=chosen.comments, eol=chosen.eol)
         if scripts:
             tree["script"] = Entry("script", self.script(scripts, self.one(build, "script_env"), []))
-        order = ("number", "string", "skip", "script", "variant", "prefix_detection", "dynamic_linking", "python")
+        order = (
+            "number",
+            "string",
+            "skip",
+            "script",
+            "variant",
+            "prefix_detection",
+            "dynamic_linking",
+            "python",
+        )
         return Node("map", [_nested(key, tree[key]) for key in order if key in tree])
 
     def tests(self, entry: Entry | None) -> Node | None:
@@ -996,7 +1053,9 @@ class Converter:
         imports = self.one(found, "imports")
         if imports is not None:
             python = _map([("imports", self.seq(imports)), ("pip_check", _scalar("false"))])
-            python.entries[1].comments = _generated("meta.yaml's imports run no pip check (its commands say so)")
+            python.entries[1].comments = _generated(
+                "meta.yaml's imports test runs no pip check (a command may)"
+            )
             tests.append(Entry(None, _map([("python", python)]), comments=imports.comments))
         commands = self.one(found, "commands")
         if commands is not None:
@@ -1004,7 +1063,9 @@ class Converter:
             for item in files:
                 directory = item.value.text.split("/")[0]
                 if "/" not in item.value.text.rstrip("/") and not item.value.text.endswith("/"):
-                    raise self.error(found["files"][0], f"test file {item.value.text!r} is not in a directory of recipe/")
+                    raise self.error(
+                        found["files"][0], f"test file {item.value.text!r} is not in a directory of recipe/"
+                    )
                 if directory not in self.test_dirs:
                     self.test_dirs.append(directory)
             if found.get("source_files"):
@@ -1012,7 +1073,12 @@ class Converter:
             script_test = _map(
                 [
                     ("files", _map([("source", Node("seq", files))]) if files else None),
-                    ("requirements", _map([("run", self.seq(self.one(found, "requires"), spec=True))]) if found.get("requires") else None),
+                    (
+                        "requirements",
+                        _map([("run", self.seq(self.one(found, "requires"), spec=True))])
+                        if found.get("requires")
+                        else None,
+                    ),
                     ("script", self.seq(commands)),
                 ],
                 {"script": commands.comments},
