@@ -585,7 +585,8 @@ class _Parser:
     def error(self, line: Line, what: str) -> InputError:
         return InputError(f"{self.source}:{line.number}: {what}")
 
-    def node(self, indent: int) -> Node:
+    def node(self) -> Node:
+        """The block that starts at the current line (a list or a mapping, by its first line)."""
         line = self.lines[self.i]
         if line.text.startswith("- ") or line.text == "-":
             return self.sequence(line.indent)
@@ -617,7 +618,7 @@ class _Parser:
             self.lines[self.i].indent > indent
             or (self.lines[self.i].indent == indent and self.lines[self.i].text.startswith("- "))
         ):
-            value = self.node(self.lines[self.i].indent)
+            value = self.node()
         else:
             value = Node("scalar", text="")
         return Entry(key, value, line.cond, line.comments, line.eol, line.number)
@@ -761,6 +762,11 @@ class Converter:
             items.append(replace(item, value=_scalar(text), cond=merged))
         return Node("seq", items)
 
+    def items(self, found: dict[str, list[Entry]], key: str, spec: bool = False) -> list[Entry]:
+        """The items of the list ``key`` (none when it is absent)."""
+        node = self.seq(self.one(found, key), spec=spec)
+        return node.entries if node is not None else []
+
     # -- sections
     def convert(self) -> Node:
         top = self.fields(
@@ -881,9 +887,10 @@ class Converter:
 
     def script(self, scripts: list[Entry], env: Entry | None, extra_env: list[tuple[str, str]]) -> Node:
         """The v1 script of an output conda-build runs ``script:`` (a file of recipe/) for: the file, run from
-        recipe/ with RECIPE_DIR pointed there, so the driver sees what it sees under conda-build."""
-        content = []
+        recipe/ with RECIPE_DIR pointed there, so the driver sees what it sees under conda-build; and
+        ``script_env`` as ``env`` entries (after ``extra_env``)."""
         back = self.recipe_from_v1
+        content = []
         for entry in scripts:
             filename = entry.value.text
             if filename.endswith(".bat"):
@@ -896,40 +903,27 @@ class Converter:
                 lines = [f'export RECIPE_DIR="${{RECIPE_DIR}}/{back}"', f'bash "${{RECIPE_DIR}}/{filename}"']
             else:
                 raise self.error(entry, f"script {filename!r} is neither a .sh nor a .bat file of the recipe")
-            then = Node("seq", [Entry(None, _scalar(line)) for line in lines])
-            content.append(Entry(None, then, cond=entry.cond))
-        # a list of lists: flattened by the emitter's if/then grouping
-        flat = []
-        for entry in content:
-            for line in entry.value.entries:
-                flat.append(replace(line, cond=entry.cond))
-        flat[0] = replace(
-            flat[0],
-            comments=_generated(
-                "the driver and its scripts are recipe/'s, shared with meta.yaml: run there, as from there"
-            ),
+            content += [Entry(None, _scalar(line), cond=entry.cond) for line in lines]
+        content[0].comments = _generated(
+            "the driver and its scripts are recipe/'s, shared with meta.yaml: run there, as from there"
         )
-        env_pairs = [(k, _scalar(v)) for k, v in extra_env]
-        env_comments: dict[str, tuple[Comment, ...]] = {}
-        if env is not None:
-            for item in self.seq(env).entries:  # type: ignore[union-attr]
-                if item.cond:
-                    raise self.error(env, "script_env under a condition; v1's env is one mapping")
-                name = item.value.text
-                env_pairs.append((name, _scalar(f'${{{{ env.get("{name}", default="") }}}}')))
-                env_comments[name] = item.comments
-        env_node = _map(env_pairs, env_comments)
-        if env is not None and env_node.entries:
-            first = next(
-                i for i, e in enumerate(env_node.entries) if e.key == env.value.entries[0].value.text
-            )
-            env_node.entries[first].comments = (
-                *env_node.entries[first].comments,
-                *_generated(
+        env_entries = [Entry(k, _scalar(v)) for k, v in extra_env]
+        names = self.seq(env).entries if env is not None else []  # type: ignore[union-attr]
+        for index, item in enumerate(names):
+            if item.cond:
+                raise self.error(env, "script_env under a condition; v1's env is one mapping")
+            name = item.value.text
+            note = (
+                ()
+                if index
+                else _generated(
                     "(script_env: v1 passes no variable through by name; empty is unset to the driver)"
-                ),
+                )
             )
-        return _map([("content", Node("seq", flat)), ("env", env_node if env_node.entries else None)])
+            value = _scalar(f'${{{{ env.get("{name}", default="") }}}}')
+            env_entries.append(Entry(name, value, comments=(*item.comments, *note)))
+        env_node = Node("map", env_entries) if env_entries else None
+        return _map([("content", Node("seq", content)), ("env", env_node)])
 
     def staging(self, name: str, build: dict[str, list[Entry]], requirements: Entry | None) -> Node:
         """Pass 1: conda-build's top-level build of a multi-output recipe (build.sh / bld.bat, its
@@ -1059,26 +1053,19 @@ class Converter:
             tests.append(Entry(None, _map([("python", python)]), comments=imports.comments))
         commands = self.one(found, "commands")
         if commands is not None:
-            files = [*self.seq(self.one(found, "files")).entries] if found.get("files") else []  # type: ignore[union-attr]
-            for item in files:
+            recipe_files = self.items(found, "files")
+            for item in recipe_files:
+                if "/" not in item.value.text:
+                    raise self.error(item, f"test file {item.value.text!r} is not in a directory of recipe/")
                 directory = item.value.text.split("/")[0]
-                if "/" not in item.value.text.rstrip("/") and not item.value.text.endswith("/"):
-                    raise self.error(
-                        found["files"][0], f"test file {item.value.text!r} is not in a directory of recipe/"
-                    )
                 if directory not in self.test_dirs:
                     self.test_dirs.append(directory)
-            if found.get("source_files"):
-                files += self.seq(self.one(found, "source_files")).entries  # type: ignore[union-attr]
+            files = recipe_files + self.items(found, "source_files")
+            requires = self.items(found, "requires", spec=True)
             script_test = _map(
                 [
                     ("files", _map([("source", Node("seq", files))]) if files else None),
-                    (
-                        "requirements",
-                        _map([("run", self.seq(self.one(found, "requires"), spec=True))])
-                        if found.get("requires")
-                        else None,
-                    ),
+                    ("requirements", _map([("run", Node("seq", requires))]) if requires else None),
                     ("script", self.seq(commands)),
                 ],
                 {"script": commands.comments},
@@ -1137,10 +1124,8 @@ class Emitter:
         column = len(text) + 2
         self.out.extend(" " * column + f"# {line}" for line in more)
 
-    def mapping(self, node: Node, indent: int, top: bool = False) -> None:
-        for index, entry in enumerate(node.entries):
-            if top and index:
-                self.out.append("")
+    def mapping(self, node: Node, indent: int) -> None:
+        for entry in node.entries:
             if entry.value.kind == "comments":
                 self.comments(entry.comments, indent)
                 continue
@@ -1238,7 +1223,7 @@ def convert(meta_text: str, *, source: str = "recipe/meta.yaml", recipe_from_v1:
     evaluator = Evaluator(source)
     evaluator.run(_blocks(tokenize(meta_text, source), source))
     parser = _Parser(evaluator.lines, source)
-    tree = parser.node(0) if evaluator.lines else Node("map")
+    tree = parser.node() if evaluator.lines else Node("map")
     if parser.i != len(parser.lines):
         raise parser.error(parser.lines[parser.i], "indented less than the top level")
     converter = Converter(tree, evaluator, source, recipe_from_v1)
