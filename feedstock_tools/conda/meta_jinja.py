@@ -20,7 +20,7 @@ from feedstock_tools.common.errors import InputError
 from feedstock_tools.conda import jinja_expr
 from feedstock_tools.conda.recipe_tree import Comment, Cond, Line, conjoin, joined, merge, negate
 
-# ---- 1. meta.yaml's text as Jinja comments, statements and YAML lines ---------------------------------
+# ---- meta.yaml's text as Jinja comments, statements and YAML lines ---------------------------------
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def _comment_lines(token_text: str) -> tuple[str, ...]:
     return tuple(line.strip() for line in body.split("\n"))
 
 
-# ---- 2. the Jinja, evaluated symbolically -------------------------------------------------------------
+# ---- the Jinja, evaluated symbolically -------------------------------------------------------------
 
 
 @dataclass(frozen=True)

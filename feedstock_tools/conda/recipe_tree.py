@@ -78,7 +78,7 @@ def merge(cond: Cond, more: Cond) -> Cond | None:
     return merged
 
 
-# ---- 3. the YAML of those lines, as a tree with conditions and comments ----------------------------------
+# ---- the YAML of those lines, as a tree with conditions and comments ----------------------------------
 
 
 @dataclass
@@ -179,7 +179,7 @@ def parse(lines: list[Line], source: str) -> Node:
     return tree
 
 
-# ---- 5. the v1 text ---------------------------------------------------------------------------------------
+# ---- the v1 text ---------------------------------------------------------------------------------------
 
 
 class Emitter:

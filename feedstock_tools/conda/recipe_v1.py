@@ -36,7 +36,7 @@ from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import jinja_expr
 from feedstock_tools.conda.meta_jinja import Evaluator, evaluate
-from feedstock_tools.conda.recipe_tree import Comment, Cond, Emitter, Entry, Node, joined, merge, parse
+from feedstock_tools.conda.recipe_tree import Comment, Emitter, Entry, Node, joined, merge, parse
 
 V1_DIRNAME = "recipe-v1"
 COMMAND = "python -m feedstock_tools convert-v1"
@@ -46,7 +46,7 @@ GENERATED = "recipe.yaml"
 VARIANT_FILE = "conda_build_config.yaml"
 
 
-# ---- 4. conda-build's recipe structure as rattler-build's ---------------------------------------------
+# ---- conda-build's recipe structure as rattler-build's --- ---------------------------------------------
 
 # build: keys of a v0 output and where v1 says them (path below the output; "requirements/..." moves there)
 _BUILD_KEYS = {
@@ -111,6 +111,8 @@ def canonical_spec(text: str) -> str:
 
 
 class Converter:
+    """meta.yaml's tree (after its Jinja) as the v1 recipe's tree, section by section."""
+
     def __init__(self, tree: Node, evaluator: Evaluator, source: str, recipe_from_v1: str) -> None:
         self.tree, self.evaluator, self.source = tree, evaluator, source
         self.recipe_from_v1 = recipe_from_v1  # "../recipe": recipe/ seen from the v1 directory
@@ -149,7 +151,7 @@ class Converter:
         return entries[0] if entries else None
 
     # -- lists
-    def seq(self, entry: Entry | None, spec: bool = False, cond: Cond = ()) -> Node | None:
+    def seq(self, entry: Entry | None, spec: bool = False) -> Node | None:
         """A list, its items with the entry's conditions (and, for requirements, canonical specs)."""
         if entry is None:
             return None
@@ -157,7 +159,7 @@ class Converter:
             raise self.error(entry, f"{entry.key} is not a list")
         items = []
         for item in entry.value.entries:
-            merged = merge(merge(cond, entry.cond) or (), item.cond)
+            merged = merge(entry.cond, item.cond)
             if merged is None:
                 continue
             text = canonical_spec(item.value.text) if spec else item.value.text
@@ -534,7 +536,7 @@ def convert(meta_text: str, *, source: str = "recipe/meta.yaml", recipe_from_v1:
     return "\n".join(emitter.out) + "\n"
 
 
-# ---- 6. the files, the check and the command ----------------------------------------------------------
+# ---- the files, the check and the command --------------------------------------------------------------
 
 
 def expected_files(root: Path) -> dict[Path, str]:
