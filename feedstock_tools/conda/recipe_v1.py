@@ -46,7 +46,7 @@ GENERATED = "recipe.yaml"
 VARIANT_FILE = "conda_build_config.yaml"
 
 
-# ---- conda-build's recipe structure as rattler-build's --- ---------------------------------------------
+# ---- conda-build's recipe structure as rattler-build's ------------------------------------------------
 
 # build: keys of a v0 output and where v1 says them (path below the output; "requirements/..." moves there)
 _BUILD_KEYS = {
