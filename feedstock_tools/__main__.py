@@ -29,6 +29,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "proofs.solve_check",
     "proofs.anchor_parity",
     "proofs.real_build",
+    "conda.recipe_v1",
     "maintainer.render_v1",
     "release.bump",
 )

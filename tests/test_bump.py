@@ -24,6 +24,7 @@ from rehearsal_outcome import assert_rehearsal_succeeded
 from feedstock_tools.__main__ import main
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.conda import recipe_v1
 from feedstock_tools.conda.recipe_render import load_variant_config
 from feedstock_tools.maintainer import patch_hunks, render_v1
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
@@ -101,30 +102,26 @@ def bumped(tmp_path_factory: pytest.TempPathFactory) -> BumpRun:
     return BumpRun(root, status, out.getvalue(), version, bump.load_release([FIXTURES], version))
 
 
-def test_the_bump_carries_the_v1_recipe_along(bumped: BumpRun) -> None:
-    """recipe-v1 states the version, hash and build number again and copies the variant file: the bump
-    writes both, and every other meta.yaml change it made is a row for a person (render-v1's differences)."""
+def test_the_bump_converts_the_v1_recipe_and_leaves_it_nothing_to_mirror(bumped: BumpRun) -> None:
+    """The bump writes recipe-v1/ with convert-v1 (through render-ci) from the bumped meta.yaml: the
+    committed conversion of the bumped recipe, its context the release's, and the real rattler-build
+    renders it as meta.yaml for every configuration, so no row asks a person to mirror a change."""
     v1_dir = bumped.root / render_v1.V1_DIRNAME
+    assert recipe_v1.stale(bumped.root) == []
     context = yaml.safe_load((v1_dir / "recipe.yaml").read_text())["context"]
     assert (str(context["version"]), context["sha256"], context["build"]) == (
         bumped.version,
         TEST_ONLY_SHA256,
         0,
     )
-    assert (v1_dir / "conda_build_config.yaml").read_text() == (
-        bumped.root / "recipe/conda_build_config.yaml"
-    ).read_text()
-    v1_rows = rows(bumped.table, "recipe-v1")
-    assert v1_rows
-    drift = [row for row in v1_rows if row[4] == bump.PERSON]
+    assert not rows(bumped.table, "recipe-v1")
+    assert "mirror" not in bumped.table
     differences = [
-        difference
+        difference.line()
         for config in sorted((bumped.root / ".ci_support").glob("*.yaml"))
         for difference in render_v1.compare_config(bumped.root / "recipe", config, v1_dir)[1]
     ]
-    assert {row[1] for row in drift} == {f"{d.output.split()[0]}: {d.field}" for d in differences}
-    # the context the bump writes leaves no difference in the tarball (url names the version) or version
-    assert not [d for d in differences if d.output == "source" or d.field == "version"]
+    assert differences == []
 
 
 def rows(table: str, area: str) -> list[list[str]]:

@@ -62,14 +62,12 @@ def test_each_recipe_format_has_its_own_directory(tmp_path: Path) -> None:
     assert render_v1.layout_problems(REPO_ROOT) == []
     recipe, v1 = _copy_recipes(tmp_path)
     shutil.copy2(v1 / "recipe.yaml", recipe / "recipe.yaml")
-    (recipe / "conda_build_config.yaml").write_text("# edited in recipe/ only\n")
     problems = render_v1.layout_problems(tmp_path)
-    assert [where for where, _ in problems] == ["recipe/", f"{render_v1.V1_DIRNAME}/conda_build_config.yaml"]
+    assert [where for where, _ in problems] == ["recipe/"]
     assert (
         "both meta.yaml and recipe.yaml" in problems[0][1]
         and render_v1.DUPLICATE_RECIPES_LINT in problems[0][1]
     )
-    assert problems[1][1].endswith(f"run: cp recipe/conda_build_config.yaml {render_v1.V1_DIRNAME}/")
 
 
 def test_the_v1_recipe_reaches_recipe_files_without_copies() -> None:
@@ -87,39 +85,11 @@ def test_the_v1_recipe_reaches_recipe_files_without_copies() -> None:
     ]
 
 
-def test_set_context_rewrites_version_sha256_and_build(tmp_path: Path) -> None:
-    recipe = tmp_path / "recipe.yaml"
-    original = V1_RECIPE.read_text()
-    recipe.write_text(original)
-    render_v1.set_context(recipe, version="9.8.7", sha256="ab" * 32, build=3)
-    changed = [
-        (a, b) for a, b in zip(original.splitlines(), recipe.read_text().splitlines(), strict=True) if a != b
-    ]
-    assert [b for _, b in changed] == ['  version: "9.8.7"', f"  sha256: {'ab' * 32}", "  build: 3"]
-    outputs = rattler_render.render(recipe, CPU_CONFIG, ["3.12"])  # the real rattler-build reads it
-    assert {o.recipe["package"]["version"] for o in outputs} == {"9.8.7"}
-    assert outputs[0].recipe["staging_caches"][0]["source"][0]["sha256"] == "ab" * 32
-    assert {o.recipe["build"]["number"] for o in outputs} == {3}  # CPU generic: no offsets
-    assert list(tmp_path.iterdir()) == [recipe]  # the temporary file was renamed over it
-
-
-def test_set_context_refuses_bad_values_and_a_recipe_without_the_keys(tmp_path: Path) -> None:
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text('context:\n  version: "1.0"\n  sha256: ' + "0" * 64 + "\n\npackage:\n  name: x\n")
-    before = recipe.read_text()
-    with pytest.raises(ToolError, match=r"its context has no plain build line"):
-        render_v1.set_context(recipe, version="1.1", sha256="1" * 64, build=0)
-    with pytest.raises(ToolError, match=r"not a version and a sha256"):
-        render_v1.set_context(recipe, version="1.1", sha256="xyz", build=0)
-    assert recipe.read_text() == before and list(tmp_path.iterdir()) == [recipe]
-
-
 def test_a_sha256_changed_in_one_recipe_only_is_named(tmp_path: Path) -> None:
     recipe, v1 = _copy_recipes(tmp_path)
-    context = yaml.safe_load((v1 / "recipe.yaml").read_text())["context"]
-    render_v1.set_context(
-        v1 / "recipe.yaml", version=context["version"], sha256="cd" * 32, build=context["build"]
-    )
+    text = (v1 / "recipe.yaml").read_text()
+    context = yaml.safe_load(text)["context"]
+    (v1 / "recipe.yaml").write_text(text.replace(context["sha256"], "cd" * 32, 1))
     _, differences = render_v1.compare_config(recipe, CPU_CONFIG)
     assert [(d.output, d.field, d.meta, d.v1) for d in differences] == [
         ("source", "sha256", context["sha256"], "cd" * 32)

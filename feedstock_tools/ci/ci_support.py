@@ -17,9 +17,10 @@ For every platform that ``conda-forge.yml`` gives a CI provider, conda-smithy
 
 ``python -m feedstock_tools render-ci`` writes the files (and the job matrix of
 ``.github/workflows/conda-build.yml``) and the ``templates/`` that make conda-smithy write this
-project's own workflow, build scripts and CircleCI file instead of its stock ones; ``--check`` reports
-missing, extra and stale files, scripts that lost their executable bits and files ``skip_render`` does
-not protect, instead.
+project's own workflow, build scripts and CircleCI file instead of its stock ones, and recipe-v1/ (the v1
+recipe generated from meta.yaml, :mod:`feedstock_tools.conda.recipe_v1`); ``--check`` reports missing, extra
+and stale files, scripts that lost their executable bits and files ``skip_render`` does not protect,
+instead.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from feedstock_tools.ci.smithy_templates import (
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.conda import used_vars
+from feedstock_tools.conda import recipe_v1, used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import read_recipe_file
@@ -697,7 +698,8 @@ def drift(root: Path, pinning_dir: Path) -> list[str]:
     settings = read_forge_settings(root / "conda-forge.yml")
     for path in skip_render_gaps(settings):
         problems.append(f"{SKIP_RENDER_GAP} {path} (a rerender would write it)")
-    return problems
+    # the v1 recipe is generated from meta.yaml too (each line names convert-v1)
+    return problems + recipe_v1.stale(root)
 
 
 def write_files(root: Path, pinning_dir: Path) -> list[str]:
@@ -721,7 +723,7 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
         if target.is_file() and not is_executable(target):
             target.chmod(target.stat().st_mode | 0o111)
             changes.append(f"made {path} executable")
-    return changes
+    return changes + recipe_v1.write(root)  # recipe-v1/ from meta.yaml: convert-v1
 
 
 def _check_failure(problems: Sequence[str]) -> str:
@@ -769,7 +771,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "recipe/conda_build_config.yaml, conda-forge's global pinning and .ci_support/migrations/, "
             "and write them to .ci_support/ (one file per CI job) and to the job matrix of "
             ".github/workflows/conda-build.yml; write templates/, which makes conda-smithy render this "
-            "project's workflow, build scripts and CircleCI file unchanged. --check only reports files "
+            "project's workflow, build scripts and CircleCI file unchanged; write recipe-v1/ from "
+            "recipe/meta.yaml (convert-v1). --check only reports files "
             "that are missing, extra or out of date, lost executable bits and files skip_render does not "
             "protect (exit 1 if any)."
         ),

@@ -14,12 +14,13 @@ Fails with one line per finding when
   12.9, so a newer CUDA ranks above an older one; MKL +100, MAGMA linalg +50;
   ``cuda{ver}_{blas}_h{hash}_{n}`` / ``cpu_{blas}_h{hash}_{n}``, ``pytorch`` adds ``_py{CONDA_PY}``,
   ``libtorch-cuda-linalg`` adds ``_magma`` / ``_nomagma``);
-* a ``.ci_support`` file is missing, extra or stale (the CI layer's own generator decides);
+* a ``.ci_support`` file is missing, extra or stale (the CI layer's own generator decides), or recipe-v1/ is
+  not what ``convert-v1`` writes from meta.yaml;
 * the build driver's staging table names a package the recipe does not build with a script, or the
   reverse;
 * recipe-v1/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
   configuration (``render-v1``, docs/rattler-build.md), a directory holds both meta.yaml and recipe.yaml
-  (conda-smithy's lint R-051), or recipe-v1/conda_build_config.yaml is not recipe/'s.
+  (conda-smithy's lint R-051).
 
 Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
 """

@@ -1,12 +1,14 @@
 """``render-v1``: recipe-v1/recipe.yaml (rattler-build, v1) against recipe/meta.yaml, output by output.
 
-meta.yaml is the recipe conda-forge builds; recipe.yaml says the same in v1 (docs/rattler-build.md). This
-command renders both for every .ci_support configuration — recipe.yaml with the REAL rattler-build
-(py-rattler-build, :mod:`feedstock_tools.conda.rattler_render`), meta.yaml with the project's conda-build
-emulation (:mod:`feedstock_tools.conda.recipe_render`) — and names every difference in an output's name,
+meta.yaml is the recipe conda-forge builds; recipe.yaml says the same in v1, generated from it by
+``convert-v1`` (:mod:`feedstock_tools.conda.recipe_v1`, docs/rattler-build.md). This command, the proof
+that the conversion is faithful, renders both for every .ci_support configuration — recipe.yaml with the
+REAL rattler-build (py-rattler-build, :mod:`feedstock_tools.conda.rattler_render`), meta.yaml with the
+project's conda-build emulation (:mod:`feedstock_tools.conda.recipe_render`) — and names every difference
+in an output's name,
 version, build number, build string (the hash aside: the two builders hash different inputs), requirements,
 run-exports, run constraints and tests, and in the release tarball's url, sha256 and patches. Exit status
-1 on any difference (``check`` runs it), so neither recipe can change without the other.
+1 on any difference (``check`` runs it).
 
 Normalisation, each forced by the formats (docs/rattler-build.md lists them):
 
@@ -23,8 +25,7 @@ Normalisation, each forced by the formats (docs/rattler-build.md lists them):
 
 The v1 recipe lives in its own directory, ``recipe-v1/`` (conda-smithy's linter refuses a recipe
 directory holding both meta.yaml and recipe.yaml: lint R-051, docs/rattler-build.md); its scripts and
-patches are recipe/'s, reached as ``../recipe/...``. :func:`set_context` rewrites its version, sha256 and
-build number (what ``bump`` changes in meta.yaml).
+patches are recipe/'s, reached as ``../recipe/...``.
 """
 
 from __future__ import annotations
@@ -39,12 +40,11 @@ from typing import Any
 import jinja2
 
 from feedstock_tools.common.config_selector import configuration_files
-from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
-from feedstock_tools.conda import rattler_render, recipe_render
+from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.conda import rattler_render, recipe_render, recipe_v1
 
 # the v1 recipe's directory, beside recipe/ (conda-forge.yml's recipe_dir once the feedstock switches)
-V1_DIRNAME = "recipe-v1"
+V1_DIRNAME = recipe_v1.V1_DIRNAME
 _HASH = re.compile(r"(?<![0-9A-Za-z])h[0-9a-f]{7}(?![0-9a-f])")
 _SCRIPT_JINJA = jinja2.Environment(
     variable_start_string="${{", variable_end_string="}}", undefined=jinja2.StrictUndefined
@@ -283,11 +283,8 @@ DUPLICATE_RECIPES_LINT = "R-051"
 
 
 def layout_problems(root: Path) -> list[tuple[str, str]]:
-    """(where, what) for each way the two recipes' directories break what conda-smithy needs: a directory
-    with both meta.yaml and recipe.yaml (R-051), and a recipe-v1/conda_build_config.yaml that is not
-    recipe/'s (conda-smithy reads the variant file from conda-forge.yml's recipe_dir: configure_feedstock.py
-    get_package_combined_spec; a copy, because a link is a text file in a Windows checkout without
-    core.symlinks)."""
+    """(where, what) for a directory holding both meta.yaml and recipe.yaml (R-051). (Whether recipe-v1/'s
+    files are what convert-v1 writes, its variant file included, is ``recipe_v1.stale``.)"""
     problems = []
     for directory in (root / "recipe", root / V1_DIRNAME):
         if (directory / "meta.yaml").is_file() and (directory / "recipe.yaml").is_file():
@@ -298,58 +295,7 @@ def layout_problems(root: Path) -> list[tuple[str, str]]:
                     f"(conda-smithy lint {DUPLICATE_RECIPES_LINT}); keep the v1 recipe in {V1_DIRNAME}/",
                 )
             )
-    variants = root / "recipe" / "conda_build_config.yaml"
-    copy = root / V1_DIRNAME / "conda_build_config.yaml"
-    both = (root / V1_DIRNAME / "recipe.yaml").is_file() and variants.is_file()
-    if both and (not copy.is_file() or copy.read_bytes() != variants.read_bytes()):
-        state = "differs from" if copy.is_file() else "missing, unlike"
-        problems.append(
-            (
-                f"{V1_DIRNAME}/conda_build_config.yaml",
-                f"{state} recipe/conda_build_config.yaml, which a rerender with recipe_dir: {V1_DIRNAME} "
-                f"reads; run: cp recipe/conda_build_config.yaml {V1_DIRNAME}/",
-            )
-        )
     return problems
-
-
-# ---- the values meta.yaml states too: version, sha256, build number -------------------------------------
-
-_CONTEXT_KEYS = ("version", "sha256", "build")
-
-
-def set_context(recipe: Path, *, version: str, sha256: str, build: int) -> None:
-    """Rewrite the v1 recipe's ``context`` values ``version``, ``sha256`` and ``build`` (what a release bump
-    changes in meta.yaml), keeping every other byte; atomic (a temporary file renamed over it). Each key must
-    be a plain ``key: value`` line of the top-level ``context`` mapping, else a ToolError naming the file."""
-    values = {"version": f'"{version}"', "sha256": sha256, "build": str(int(build))}
-    if not re.fullmatch(r"[0-9a-f]{64}", sha256) or not re.fullmatch(r"[0-9A-Za-z.+_-]+", version):
-        raise ToolError(
-            f"{recipe}: not a version and a sha256: {version!r}, {sha256!r}; pass the release's own"
-        )
-    lines = recipe.read_text(encoding="utf-8").splitlines(keepends=True)
-    try:
-        start = lines.index("context:\n") + 1
-    except ValueError:
-        raise ToolError(
-            f"{recipe}: no top-level 'context:' line; the v1 recipe states version/sha256/build there"
-        ) from None
-    found: set[str] = set()
-    for i in range(start, len(lines)):
-        line = lines[i]
-        if line.strip() and not line.startswith((" ", "#")):
-            break  # the end of the context mapping
-        match = re.match(r"^  (version|sha256|build):[ ]+\S.*?(\r?\n)?$", line)
-        if match and match.group(1) not in found:
-            found.add(match.group(1))
-            lines[i] = f"  {match.group(1)}: {values[match.group(1)]}{match.group(2) or ''}"
-    missing = [key for key in _CONTEXT_KEYS if key not in found]
-    if missing:
-        raise ToolError(
-            f"{recipe}: its context has no plain {', '.join(missing)} line; add it ('  key: value')"
-        )
-    # the driver's atomic write: a failure leaves the recipe as it was and no temporary file behind
-    import_megabuild("atomic_file").write_text(recipe, "".join(lines), newline="")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
