@@ -127,6 +127,20 @@ def test_config_names_with_dots_resolve() -> None:
     assert resolve_config(str(config)).path == config
 
 
+def test_a_rehearsal_reads_each_configuration_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default choice (the first linux-64 CUDA configuration) and the plan of its steps read the file
+    once: the Configuration is passed on, not read again."""
+    from feedstock_tools.common import configuration
+
+    reads: list[str] = []
+    real = configuration.read_text
+    monkeypatch.setattr(configuration, "read_text", lambda path: reads.append(path.name) or real(path))
+    config = resolve_config(None)
+    rehearsal = Rehearsal(config.path, configuration=config, work_root=Path(os.devnull))
+    assert rehearsal.name == "linux-64_generic_cuda12.9" and rehearsal.steps
+    assert sorted(reads) == sorted(path.name for path in CI_SUPPORT.glob("*.yaml"))  # each once
+
+
 def test_unknown_config_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rehearse", "linux_64_no_such_configuration"]) == 1
     error = capsys.readouterr().err.strip()
