@@ -646,9 +646,7 @@ def announce(chosen: Sequence[Configuration], doing: str) -> None:
         print(f"  {config.name}", flush=True)
 
 
-def choose(
-    configs: Sequence[Configuration], args: argparse.Namespace
-) -> tuple[list[Configuration], bool]:
+def choose(configs: Sequence[Configuration], args: argparse.Namespace) -> tuple[list[Configuration], bool]:
     """The configurations to build, and whether they run in sequence (logs, markers, summary)."""
     if args.all:
         return list(configs), True

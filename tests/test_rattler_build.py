@@ -340,9 +340,7 @@ def test_rattler_build_builds_the_cpu_configuration(
     cpu_build: real_build.BuildOutcome, tmp_path: Path
 ) -> None:
     names = sorted(p.name.rsplit("-", 2)[0] for p in cpu_build.packages)
-    expected = sorted(
-        o.name for o in rattler_render.render(V1_RECIPE, CPU, real_build.DEFAULT_PYTHONS)
-    )
+    expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CPU, real_build.DEFAULT_PYTHONS))
     assert names == expected
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
     done, minimum = real_build.compile_work_ratio(cpu_build.passes, linked, CPU.python_min)
@@ -367,9 +365,7 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutc
 def test_rattler_build_builds_a_cuda_configuration(
     cuda_build: real_build.BuildOutcome, tmp_path: Path
 ) -> None:
-    expected = sorted(
-        o.name for o in rattler_render.render(V1_RECIPE, CUDA, real_build.DEFAULT_PYTHONS)
-    )
+    expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CUDA, real_build.DEFAULT_PYTHONS))
     assert sorted(p.name.rsplit("-", 2)[0] for p in cuda_build.packages) == expected
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
     done, minimum = real_build.compile_work_ratio(cuda_build.passes, linked, CUDA.python_min)

@@ -305,9 +305,7 @@ def run_build(
                 package_format="conda",
             )
         except Exception as exc:  # py-rattler-build's errors carry rattler-build's message
-            raise ToolError(
-                build_failure(exc, out_dir, config.target_platform, config.path.name)
-            ) from exc
+            raise ToolError(build_failure(exc, out_dir, config.target_platform, config.path.name)) from exc
     build_seconds = time.monotonic() - started
     build_log = out_dir / "rattler-build-log.txt"
     return BuildOutcome(

@@ -82,8 +82,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
-
-
 def resolve_config(name: str | None, only: config_selector.ConfigFilter | None = None) -> Configuration:
     """CONFIG by the one selector (a name, a unique part, a glob matching one, a .yaml path anywhere)
     among the configurations the filters keep; none: the first linux-64 CUDA one of them."""

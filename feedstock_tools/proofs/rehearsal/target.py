@@ -223,7 +223,7 @@ def make_target_interpreter(venv: Path, minor: str, target: Target) -> None:
             platform=target.platform,
             suffix=target.ext_suffix(nodot),
             macos=target.macos,
-        )
+        ),
     )
     _atomic_file.write_text(site / "_rehearsal_target.pth", "import _rehearsal_target\n")
     # compiled now, so the bytecode is part of the prefix before a build script runs, never a new file
