@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         fresh_work_dir=args.fresh_work_dir,
         cache_root=args.cache_dir,
     )
-    print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
+    print(f"rehearsal of {config.path.name}: work directory {rehearsal.dir}")
     target = rehearsal.target
     if target.subdir != harness.local_subdir():
         print(
