@@ -41,7 +41,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import zipfile
@@ -52,11 +51,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from feedstock_tools.ci.ci_files import CiConfigSummary, CiFileError, read, summarize  # noqa: E402
 from feedstock_tools.common import closed_pipe, config_selector, interruption  # noqa: E402
+from feedstock_tools.common.configuration import Configuration, read_configuration  # noqa: E402
 from feedstock_tools.common.errors import ToolError  # noqa: E402
+from feedstock_tools.common.recipe_imports import import_megabuild  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
 from feedstock_tools.conda.recipe_files import check_first_pass, check_recipe  # noqa: E402
+
+atomic_file = import_megabuild("atomic_file")  # every file build-locally writes goes through it
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"
@@ -109,7 +111,7 @@ class BuildResult:
 # --- choosing configurations -----------------------------------------------------------------------------
 
 
-def load_configs(root: Path) -> list[CiConfigSummary]:
+def load_configs(root: Path) -> list[Configuration]:
     folder = root / ".ci_support"
     files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
     if not files:
@@ -117,24 +119,25 @@ def load_configs(root: Path) -> list[CiConfigSummary]:
             f"no configurations in {folder}: "
             "run 'python -m feedstock_tools render-ci' (or 'conda smithy rerender')"
         )
+    configs = []
     try:
         for path in files:
-            missing = [key for key in REQUIRED_KEYS if key not in read(path)]
+            config = read_configuration(path)
+            missing = [key for key in REQUIRED_KEYS if key not in config]
             if missing:
                 raise UserError(
                     f"{path.relative_to(root)} is empty or truncated (no {', '.join(missing)}): "
                     "re-render it with 'python -m feedstock_tools render-ci' (or 'conda smithy rerender')"
                 )
-        return [summarize(path) for path in files]
-    except CiFileError as exc:
-        raise UserError(f"cannot read {exc}") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the files in {folder} ({exc}): check them, or re-render") from None
+            configs.append(config)
+    except ToolError as exc:  # the reader's line names the file, the problem and the fix
+        raise UserError(str(exc)) from exc
+    return configs
 
 
 def by_selector(
-    configs: Sequence[CiConfigSummary], selector: str, root: Path, several: bool
-) -> list[CiConfigSummary]:
+    configs: Sequence[Configuration], selector: str, root: Path, several: bool
+) -> list[Configuration]:
     """The configurations a name, part, glob or .ci_support path chooses (common/config_selector.py);
     ``several`` False: a part that matches more than one is an error naming them."""
     if config_selector.is_path(selector):
@@ -149,7 +152,7 @@ def by_selector(
     return chosen
 
 
-def choose_interactively(configs: Sequence[CiConfigSummary]) -> CiConfigSummary:
+def choose_interactively(configs: Sequence[Configuration]) -> Configuration:
     print(format_table(configs, numbered=True))
     try:
         answer = input(f"\nbuild which configuration? [1-{len(configs)}] ").strip()
@@ -160,10 +163,16 @@ def choose_interactively(configs: Sequence[CiConfigSummary]) -> CiConfigSummary:
     return configs[int(answer) - 1]
 
 
-def format_table(configs: Sequence[CiConfigSummary], numbered: bool = False) -> str:
+def format_table(configs: Sequence[Configuration], numbered: bool = False) -> str:
     header = ["configuration", "platform", "BLAS", "CUDA", "Python"]
     rows = [
-        [config.name, config.target_platform, config.blas, config.cuda, " ".join(config.pythons)]
+        [
+            config.name,
+            config.target_platform,
+            config.blas or "-",
+            config.cuda or "CPU",
+            " ".join(python.version for python in config.pythons),
+        ]
         for config in configs
     ]
     if numbered:
@@ -185,17 +194,17 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 # --- checks ---------------------------------------------------------------------------------------------
 
 
-def rehearsal_instead(configs: Sequence[CiConfigSummary]) -> str:
+def rehearsal_instead(configs: Sequence[Configuration]) -> str:
     """The way around a build this machine cannot run: the offline rehearsal of the same configurations."""
     chosen = configs[0].name if len(configs) == 1 else "CONFIG"
     return f"or rehearse it offline: ./build-locally.py --rehearse {shlex.quote(chosen)}"
 
 
-def check_buildable(config: CiConfigSummary) -> None:
-    if config.is_windows and platform.system() != "Windows":
+def check_buildable(config: Configuration) -> None:
+    if config.platform == "win" and platform.system() != "Windows":
         reason = f"{config.name} is a Windows configuration; it can only be built on Windows"
         raise CannotBuildHere(reason, f"{reason} ({rehearsal_instead([config])})")
-    if config.is_osx and platform.system() != "Darwin" and not os.environ.get("OSX_SDK_DIR"):
+    if config.platform == "osx" and platform.system() != "Darwin" and not os.environ.get("OSX_SDK_DIR"):
         reason = (
             f"{config.name} needs the macOS SDK on Linux: 'export OSX_SDK_DIR=$PWD/SDKs' and the build "
             "downloads it there (setting it means you accept Apple's SDK license), or point OSX_SDK_DIR at "
@@ -204,11 +213,11 @@ def check_buildable(config: CiConfigSummary) -> None:
         raise CannotBuildHere(reason, f"{reason}; {rehearsal_instead([config])}")
 
 
-def uses_docker(config: CiConfigSummary) -> bool:
-    return not (config.is_osx and platform.system() == "Darwin")
+def uses_docker(config: Configuration) -> bool:
+    return not (config.platform == "osx" and platform.system() == "Darwin")
 
 
-def check_docker(configs: Sequence[CiConfigSummary]) -> None:
+def check_docker(configs: Sequence[Configuration]) -> None:
     around = rehearsal_instead(configs)
     if shutil.which("docker") is None:
         reason = "docker not found on PATH: install Docker (https://docs.docker.com/engine/install/)"
@@ -233,7 +242,7 @@ def check_docker(configs: Sequence[CiConfigSummary]) -> None:
         raise CannotBuildHere(reason, f"{reason}, {around}")
 
 
-def check_can_build(configs: Sequence[CiConfigSummary]) -> None:
+def check_can_build(configs: Sequence[Configuration]) -> None:
     """CannotBuildHere when this machine cannot build one of ``configs`` (the first reason found)."""
     for config in configs:
         check_buildable(config)
@@ -261,13 +270,13 @@ def insists_on_building(args: argparse.Namespace) -> bool:
 # --- what runs ------------------------------------------------------------------------------------------
 
 
-def build_environment(config: CiConfigSummary, args: argparse.Namespace, root: Path) -> dict[str, str]:
+def build_environment(config: Configuration, args: argparse.Namespace, root: Path) -> dict[str, str]:
     """The variables build-locally sets for .scripts/ (on top of the caller's environment)."""
     env = {"CONFIG": config.name, "UPLOAD_PACKAGES": "False", "IS_PR_BUILD": "True"}
     if uses_docker(config):
         if config.docker_image:
             env["DOCKER_IMAGE"] = config.docker_image
-        elif config.is_osx:
+        elif config.platform == "osx":
             # macOS targets cross-compile in the linux-64 build image.
             env["DOCKER_IMAGE"] = linux_64_image(root)
     else:
@@ -293,13 +302,13 @@ def build_environment(config: CiConfigSummary, args: argparse.Namespace, root: P
 
 def linux_64_image(root: Path) -> str:
     for path in sorted((root / ".ci_support").glob("linux_64_*.yaml")):
-        image = summarize(path).docker_image
+        image = read_configuration(path).docker_image
         if image:
             return image
     raise UserError("no linux_64 configuration names a docker_image to cross-compile macOS targets in")
 
 
-def build_command(config: CiConfigSummary) -> list[str]:
+def build_command(config: Configuration) -> list[str]:
     script = "run_docker_build.sh" if uses_docker(config) else "run_osx_build.sh"
     return [str(Path(".scripts") / script)]
 
@@ -334,7 +343,7 @@ def start(command: Sequence[str], running: Running, own_group: bool, **popen: ob
 
 
 def run_one(
-    config: CiConfigSummary, args: argparse.Namespace, root: Path, log: Path | None
+    config: Configuration, args: argparse.Namespace, root: Path, log: Path | None
 ) -> tuple[int, tuple[str, ...]]:
     env = build_environment(config, args, root)
     command = build_command(config)
@@ -348,9 +357,9 @@ def run_one(
             returncode = process.wait()
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("w", encoding="utf-8") as handle:
-            handle.write(f"$ {describe(command, env)}\n")
-            handle.flush()
+        # a fresh log (its command line written whole), then the build's output streamed onto it
+        atomic_file.write_text(log, f"$ {describe(command, env)}\n")
+        with log.open("a", encoding="utf-8") as handle:
             process = start(
                 command,
                 running,
@@ -448,7 +457,7 @@ def duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
-def run_sequence(configs: Sequence[CiConfigSummary], args: argparse.Namespace, root: Path) -> int:
+def run_sequence(configs: Sequence[Configuration], args: argparse.Namespace, root: Path) -> int:
     results: list[BuildResult] = []
     for index, config in enumerate(configs, start=1):
         marker = root / "build_artifacts" / DONE_MARKER.format(config=config.name)
@@ -492,20 +501,14 @@ def run_sequence(configs: Sequence[CiConfigSummary], args: argparse.Namespace, r
 
 
 def write_log_zip(root: Path) -> None:
-    """Atomically (a temporary file renamed over it): two runs may finish at once."""
+    """Atomically (the one writer's temporary file renamed over it): two runs may finish at once."""
     logs = sorted((root / LOG_DIR).glob("*.log"))
-    fd, tmp = tempfile.mkstemp(prefix=".build-locally-logs.", suffix=".zip", dir=(root / LOG_ZIP).parent)
-    try:
-        with (
-            os.fdopen(fd, "wb") as raw,
-            zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as archive,
-        ):
-            for log in logs:
-                archive.write(log, arcname=log.name)
-        os.replace(tmp, root / LOG_ZIP)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with (
+        atomic_file.replacing(root / LOG_ZIP) as raw,
+        zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+    ):
+        for log in logs:
+            archive.write(log, arcname=log.name)
 
 
 # --- command line ---------------------------------------------------------------------------------------
@@ -585,7 +588,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def rehearse(
-    args: argparse.Namespace, chosen: Sequence[CiConfigSummary] | None, instead: str | None = None
+    args: argparse.Namespace, chosen: Sequence[Configuration] | None, instead: str | None = None
 ) -> int:
     """The rehearsal of each configuration of ``chosen`` in a row (None: the rehearsal's default one).
     ``instead``: why this machine cannot build them, said before and after the rehearsal, with the command
@@ -636,16 +639,14 @@ def build_selector(args: argparse.Namespace) -> str:
     return shlex.quote(args.config) if args.config else "CONFIG"
 
 
-def announce(chosen: Sequence[CiConfigSummary], doing: str) -> None:
+def announce(chosen: Sequence[Configuration], doing: str) -> None:
     """Before a selector's several configurations run: which, so a glob that chose too many shows it."""
     print(f"{doing} {len(chosen)} configurations in a row:", flush=True)
     for config in chosen:
         print(f"  {config.name}", flush=True)
 
 
-def choose(
-    configs: Sequence[CiConfigSummary], args: argparse.Namespace
-) -> tuple[list[CiConfigSummary], bool]:
+def choose(configs: Sequence[Configuration], args: argparse.Namespace) -> tuple[list[Configuration], bool]:
     """The configurations to build, and whether they run in sequence (logs, markers, summary)."""
     if args.all:
         return list(configs), True

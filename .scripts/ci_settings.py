@@ -18,7 +18,6 @@ from pathlib import Path
 FEEDSTOCK_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(FEEDSTOCK_ROOT))
 
-from feedstock_tools.ci.ci_files import CiFileError, read  # noqa: E402  (needs the path above)
 from feedstock_tools.ci.ci_test_policy import (  # noqa: E402
     SUBDIRS,
     PackageTestError,
@@ -26,6 +25,9 @@ from feedstock_tools.ci.ci_test_policy import (  # noqa: E402
     package_test_plan,
     running_subdir,
 )
+from feedstock_tools.common.ci_files import read  # noqa: E402  (needs the path above)
+from feedstock_tools.common.configuration import read_configuration  # noqa: E402
+from feedstock_tools.common.errors import InputError  # noqa: E402
 
 # conda_build_tool -> (command, packages to install). conda-build is conda-smithy's default;
 # "mambabuild" is boa's conda-build front end.
@@ -59,11 +61,9 @@ def test_options(config_file: Path, machine: str | None) -> str:
     """conda-build's options for this configuration's tests on ``machine`` (default: the one running this);
     stops when the emulator they need is missing."""
     config = read(FEEDSTOCK_ROOT / "conda-forge.yml")
-    targets = read(config_file).get("target_platform") or []
-    if not targets:
-        raise SystemExit(f"error: {config_file} has no target_platform; re-render .ci_support/")
+    target = read_configuration(config_file).target_platform
     try:
-        plan = package_test_plan(test_policy(config), targets[0], machine or running_subdir())
+        plan = package_test_plan(test_policy(config), target, machine or running_subdir())
         ensure_emulator(plan, install=bool(os.environ.get("CI")))
     except PackageTestError as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -96,7 +96,7 @@ def main() -> None:
             print(test_options(args.config_file, args.machine))
         else:
             print(setting(args.command))
-    except CiFileError as exc:
+    except InputError as exc:
         raise SystemExit(f"error: {exc}") from None
     except OSError as exc:
         raise SystemExit(f"error: cannot read {exc.filename}: {exc.strerror}") from None

@@ -32,6 +32,9 @@ from pathlib import Path
 
 from emulation_workloads import WORKLOADS as TORCH_WORKLOADS
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
+from megabuild.atomic_file import write_text
+
 RECIPE_TESTS = Path(__file__).resolve().parent.parent / "recipe" / "tests"
 WORKLOADS_SCRIPT = Path(__file__).with_name("emulation_workloads.py")
 
@@ -121,9 +124,7 @@ def generated_test_file(directory: Path, count: int) -> Path:
         ]
     lines += [f'@pytest.mark.parametrize("n", range({count}))', "def test_parametrized(n):"]
     lines += ["    assert str(n).isdigit()", ""]
-    path = directory / "test_generated.py"
-    path.write_text("\n".join(lines))
-    return path
+    return write_text(directory / "test_generated.py", "\n".join(lines))
 
 
 def process_argv(name: str, args: argparse.Namespace, work: Path) -> list[str]:
@@ -250,7 +251,7 @@ def write_cpuinfo(args: argparse.Namespace) -> None:
     text = cpuinfo_text(cpu["midr"], cpu["hwcap"], cpu["hwcap2"], os.cpu_count() or 1)
     target = args.sysroot / "proc" / "cpuinfo"
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(target, text)
+    write_text(target, text)
     print(f"wrote {target}: MIDR 0x{cpu['midr']:08x}, HWCAP 0x{cpu['hwcap']:x}, HWCAP2 0x{cpu['hwcap2']:x}")
 
 
@@ -267,12 +268,6 @@ def cpuinfo_text(midr: int, hwcap: int, hwcap2: int, processors: int) -> str:
         f"CPU revision\t: {revision}\n\n"
     )
     return "".join(f"processor\t: {index}\n{block}" for index in range(processors))
-
-
-def write_atomically(path: Path, text: str) -> None:
-    scratch = path.with_name(f".{path.name}.tmp")
-    scratch.write_text(text)
-    scratch.replace(path)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -331,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         report = measure(args)
         if args.json:
-            write_atomically(args.json, json.dumps(report, indent=1) + "\n")
+            write_text(args.json, json.dumps(report, indent=1) + "\n")
         print(table(report))
         return 1 if any(entry["failure"] for entry in report["results"].values()) else 0
     except BenchmarkError as exc:

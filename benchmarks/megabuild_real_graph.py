@@ -167,7 +167,7 @@ def debian_source(cache: Path) -> Path:
     apt = cache / "apt"
     for directory in (apt / "lists" / "partial", apt / "cache" / "archives" / "partial", apt / "etc"):
         directory.mkdir(parents=True, exist_ok=True)
-    (apt / "etc" / "sources.list").write_text(APT_SOURCE_LINE + "\n")
+    write_text(apt / "etc" / "sources.list", APT_SOURCE_LINE + "\n")
     options = [
         "-o", f"Dir::Etc::SourceList={apt / 'etc' / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
         "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
@@ -220,8 +220,7 @@ class StandIn:
     def create(cls, work: Path) -> StandIn:
         script = work / "bin" / "standin-compiler"
         script.parent.mkdir(parents=True, exist_ok=True)
-        script.write_text(STANDIN)
-        script.chmod(0o755)
+        write_text(script, STANDIN, mode=0o755)
         drivers = sorted({Path(shutil.which(name) or name).resolve() for name in ("c++", "cc")})
         return cls(script, drivers)
 
@@ -556,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         real = RealBuild.in_work(tree, args.work, args.jobs)
         env = real.env
         if not args.resume:
-            real.log.write_text("")
+            write_text(real.log, "")
         results = [pass_one(real, pythons[0], args.resume)]
         results += [python_pass(real, python) for python in pythons[1:]]
         edges = len(ninja_graph.commands(real.build_dir, env))

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
+from megabuild.atomic_file import write_text
 from megabuild.ninja_log import ran_between, read_log
 
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
@@ -116,7 +117,7 @@ def run(work: Path, version: str, mode: str, dump: bool) -> None:
     shutil.rmtree(project, ignore_errors=True)
     for name, text in PROJECT.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(text)
+        write_text(project / name, text)
     for minor in PYTHONS:
         log = project / "build" / ".ninja_log"
         before = read_log(log) if log.exists() else {}

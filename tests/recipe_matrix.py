@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedstock_tools.conda.recipe_render import load_variant_config, parse_variant_yaml
-from feedstock_tools.conda.selectors import select_lines, selector_namespace
+from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.conda.variants import parse_variant_text
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipe"
@@ -100,16 +100,15 @@ def ci_support_jobs() -> list[CiJob]:
     """The generated CI configurations (none until the CI layer has rendered them)."""
     jobs = []
     for path in sorted(CI_SUPPORT.glob("*.yaml")):
-        config = load_variant_config(path)
-        cuda = str(config["cuda_compiler_version"][0])
+        config = read_configuration(path)
         # the key is in every linux-aarch64 file (conda-smithy keeps a key any configuration of the platform
         # uses); only CUDA builds differ by it
-        arm_variant = config.get("arm_variant_type", [None])[0] if cuda != "None" else None
+        arm_variant = config.arm_variant if config.cuda is not None else None
         jobs.append(
             CiJob(
-                subdir=config["target_platform"][0],
-                blas_impl=config["blas_impl"][0],
-                cuda=cuda,
+                subdir=config.target_platform,
+                blas_impl=config.blas or "",
+                cuda=config.cuda or "None",
                 arm_variant=arm_variant,
                 config_file=path,
             )
@@ -140,8 +139,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
 )
 
 
-def _load(path: Path, namespace: dict[str, Any]) -> dict[str, Any]:
-    return parse_variant_yaml(select_lines(path.read_text(), namespace)) or {}
+def _load(path: Path, configuration: Configuration) -> dict[str, Any]:
+    """A variant file as conda-build reads it for ``configuration`` (the migrations' commit messages carry
+    example selectors naming cuda_compiler_version; CF_CUDA_ENABLED for CUDA jobs)."""
+    environ = {"CF_CUDA_ENABLED": "True"} if configuration.is_cuda else {}
+    variant = {"cuda_compiler_version": configuration.cuda}
+    return parse_variant_text(path.read_text(), configuration.subdir, environ, variant, source=path)
 
 
 def _zip_groups(config: dict[str, Any]) -> list[list[str]]:
@@ -179,27 +182,22 @@ def _cut_zip(config: dict[str, Any], row: dict[str, str]) -> None:
 
 def variant_config(configuration: Configuration) -> dict[str, Any]:
     """The variant config (what a .ci_support file holds, before conda-smithy drops unused keys)."""
-    environ = {"CF_CUDA_ENABLED": "True"} if configuration.is_cuda else {}
-    # the migrations' commit messages carry example selectors naming cuda_compiler_version
-    namespace = selector_namespace(
-        configuration.subdir, {"cuda_compiler_version": configuration.cuda}, environ
-    )
-    config = _load(PINNING / "conda_build_config.yaml", namespace)
+    config = _load(PINNING / "conda_build_config.yaml", configuration)
     # the recipe's keys replace the pinning's before the migrations run (win-64's cuda_compiler_version)
-    recipe = _load(RECIPE / "conda_build_config.yaml", namespace)
+    recipe = _load(RECIPE / "conda_build_config.yaml", configuration)
     zip_keys = _zip_groups(config) + _zip_groups(recipe)
     config.update(recipe)
     config["zip_keys"] = zip_keys
 
-    python = _load(PINNING / "migrations" / "python314.yaml", namespace)
+    python = _load(PINNING / "migrations" / "python314.yaml", configuration)
     _append_to_zip(config, {"python": python["python"], "is_python_min": python["is_python_min"]})
     if configuration.cuda == "13.0":
-        cuda130 = _load(PINNING / "migrations" / "cuda130.yaml", namespace)
+        cuda130 = _load(PINNING / "migrations" / "cuda130.yaml", configuration)
         _append_to_zip(config, {key: value for key, value in cuda130.items() if not key.startswith("__")})
     row = {"cuda_compiler_version": configuration.cuda}
     if configuration.arm_variant == "tegra":
         # the Jetson row: CUDA 12.9, glibc 2.34, arm_variant_type tegra (migrations/arm_variant_type.yaml)
-        tegra = _load(PINNING / "migrations" / "arm_variant_type.yaml", namespace)
+        tegra = _load(PINNING / "migrations" / "arm_variant_type.yaml", configuration)
         _add_zip_keys(config, tegra, "cuda_compiler_version")
         _append_to_zip(config, {key: value for key, value in tegra.items() if not key.startswith("__")})
         row["arm_variant_type"] = "tegra"

@@ -126,11 +126,11 @@ def feedstock(tmp_path: Path) -> Feedstock:
     # only the standard-library modules build-locally.py imports: it must run on a bare Python
     for module in (
         "__init__.py",
-        "ci/__init__.py",
-        "ci/ci_files.py",
         "common/__init__.py",
+        "common/ci_files.py",
         "common/closed_pipe.py",
         "common/config_selector.py",
+        "common/configuration.py",
         "common/errors.py",
         "common/inputs.py",
         "common/interruption.py",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from feedstock_tools.ci import ci_files
+from feedstock_tools.common import ci_files
 
 REPO = Path(__file__).resolve().parents[1]
 CI_FILES = [*sorted((REPO / ".ci_support").glob("*.yaml")), REPO / "conda-forge.yml"]
@@ -46,12 +46,3 @@ def test_reader_agrees_on_the_supported_shapes(text: str) -> None:
 def test_reader_rejects_what_it_does_not_understand(text: str, message: str) -> None:
     with pytest.raises(ci_files.CiFileError, match=message):
         ci_files.parse(text)
-
-
-def test_summary_of_a_cuda_configuration() -> None:
-    path = next(p for p in CI_FILES if "cuda_compiler_version13.0" in p.name and "mkl" in p.name)
-    data = yaml.safe_load(path.read_text())
-    summary = ci_files.summarize(path)
-    assert (summary.target_platform, summary.blas, summary.cuda) == ("linux-64", "mkl", "13.0")
-    assert summary.pythons == tuple(value.split(".*")[0] for value in data["python"])
-    assert summary.docker_image == data["docker_image"][0]

@@ -103,10 +103,11 @@ def scripts_copy(tmp_path: Path) -> Path:
     for module in (
         "__init__.py",
         "ci/__init__.py",
-        "ci/ci_files.py",
         "ci/ci_test_policy.py",
         # ci_files reads every file through inputs.read_text (one line for a byte that is not UTF-8)
         "common/__init__.py",
+        "common/ci_files.py",
+        "common/configuration.py",
         "common/errors.py",
         "common/inputs.py",
     ):

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from feedstock_tools.ci.ci_files import summarize
 from feedstock_tools.common.config_selector import (
     ConfigFilter,
     SelectionError,
-    kept_files,
+    kept,
     resolve_by_fields,
     resolve_files,
     resolve_one,
     select,
     select_one,
 )
+from feedstock_tools.common.configuration import read_configuration
 
 REPO = Path(__file__).resolve().parents[1]
 CI_SUPPORT = REPO / ".ci_support"
@@ -78,41 +78,43 @@ def test_paths(tmp_path: Path) -> None:
 
 
 def test_filters_by_platform_cuda_and_blas() -> None:
-    summaries = [summarize(CI_SUPPORT / f"{name}.yaml") for name in NAMES]
+    configs = [read_configuration(CI_SUPPORT / f"{name}.yaml") for name in NAMES]
 
-    def kept(**fields: str) -> list[str]:
-        return [summary.name for summary in ConfigFilter(**fields).apply(summaries)]
+    def kept_names(**fields: str) -> list[str]:
+        return [config.name for config in ConfigFilter(**fields).apply(configs)]
 
-    assert kept(cuda="none") == sorted([*CPU, "osx_64_blas_implgeneric", "osx_64_blas_implmkl", "osx_arm64_"])
-    assert kept(cuda="any") == CUDA
-    assert kept(platform="linux_64", cuda="13.0", blas="mkl") == [
+    osx = ["osx_64_blas_implgeneric", "osx_64_blas_implmkl", "osx_arm64_"]
+    assert kept_names(cuda="none") == sorted([*CPU, *osx])
+    assert kept_names(cuda="any") == CUDA
+    assert kept_names(platform="linux_64", cuda="13.0", blas="mkl") == [
         n for n in CUDA if n.startswith("linux_64_blas_implmkl") and "13.0" in n
     ]
-    assert kept(platform="osx-arm64") == ["osx_arm64_"]
+    assert kept_names(platform="osx-arm64") == ["osx_arm64_"]
     with pytest.raises(SelectionError, match=r"--cuda 11\.8: no configuration has it; choose one of none"):
-        kept(cuda="11.8")
+        kept_names(cuda="11.8")
     with pytest.raises(SelectionError, match=r"--blas openblas: .* choose one of"):
-        kept(blas="openblas")
+        kept_names(blas="openblas")
     with pytest.raises(SelectionError, match=r"no configuration is platform osx-64, CUDA 12\.9"):
-        kept(platform="osx-64", cuda="12.9")
+        kept_names(platform="osx-64", cuda="12.9")
 
 
 def test_files_by_fields_with_a_preference() -> None:
-    """The files a filter keeps, and the one configuration of a target (wheel-layout's choice): the first
-    filter that keeps any decides, and it must keep exactly one."""
-    assert kept_files(CI_SUPPORT, ConfigFilter(), summarize) == sorted(CI_SUPPORT.glob("*.yaml"))
+    """The configurations a filter keeps, and the one configuration of a target (wheel-layout's choice): the
+    first filter that keeps any decides, and it must keep exactly one."""
+    every = kept(CI_SUPPORT, ConfigFilter())
+    assert [config.path for config in every] == sorted(CI_SUPPORT.glob("*.yaml"))
     osx_64 = [CI_SUPPORT / f"{name}.yaml" for name in NAMES if name.startswith("osx_64")]
-    assert kept_files(CI_SUPPORT, ConfigFilter(platform="osx-64"), summarize) == osx_64
+    assert [config.path for config in kept(CI_SUPPORT, ConfigFilter(platform="osx-64"))] == osx_64
 
     def one(platform: str, blas_first: str) -> str:
         preferred = [ConfigFilter(platform, "cpu", blas_first), ConfigFilter(platform, "cpu")]
-        return resolve_by_fields(CI_SUPPORT, preferred, summarize, "--config").stem
+        return resolve_by_fields(CI_SUPPORT, preferred, "--config").name
 
     assert one("osx-64", "mkl") == "osx_64_blas_implmkl"
     assert one("osx-64", "generic") == "osx_64_blas_implgeneric"
     assert one("win-64", "generic") == "win_64_cuda_compiler_versionNone"  # no generic build: the next filter
     with pytest.raises(SelectionError, match=r"^2 configurations in .* \(osx_64_blas_implgeneric, osx_64_bl"):
-        resolve_by_fields(CI_SUPPORT, [ConfigFilter("osx-64", "cpu")], summarize, "--config")
+        resolve_by_fields(CI_SUPPORT, [ConfigFilter("osx-64", "cpu")], "--config")
 
 
 def test_every_command_answers_the_same_selector_alike() -> None:

@@ -30,6 +30,7 @@ from megabuild.cmake_cache import CMakeCache
 from megabuild.staging import tree_files
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.run_lock import LockBusy
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import work_name
@@ -456,7 +457,8 @@ def test_a_signal_to_the_rehearsal_alone_stops_every_process_it_started(
     assert lines[0].startswith(f"error: python -m feedstock_tools rehearse was interrupted by {signum.name}")
     assert "run the same command again" in lines[0]
     assert live_members(group) == []  # the driver's build, two levels down, is gone too
-    driver_log = next((work / work_name(CPU_CONFIG) / "logs").glob("01-*.log")).read_text()
+    logs = work / work_name(read_configuration(CPU_CONFIG)) / "logs"
+    driver_log = next(logs.glob("01-*.log")).read_text()
     assert f"the pass for PKG_NAME=libtorch-split was interrupted by {signum.name}" in driver_log
     assert f"(process group {group}) was stopped" in driver_log
 

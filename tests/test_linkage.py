@@ -434,4 +434,4 @@ def test_a_wheel_is_checked_against_its_platform_configuration(
     wheel = tmp_path / name
     with zipfile.ZipFile(wheel, "w") as archive:  # only torch/version.py, which names the CUDA version
         archive.writestr("torch/version.py", f"cuda: Optional[str] = {cuda!r}\n")
-    assert find_config(wheel, parse_wheel_name(wheel)).name == expected
+    assert find_config(wheel, parse_wheel_name(wheel)).path.name == expected

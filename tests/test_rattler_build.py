@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
@@ -23,6 +24,7 @@ from feedstock_tools.proofs.solve_check import machine_of
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
 CUDA_CONFIG = next(CI_SUPPORT.glob(real_build.CUDA_CONFIG + ".yaml"))
+CPU, CUDA = read_configuration(CPU_CONFIG), read_configuration(CUDA_CONFIG)
 V1_RECIPE = real_build.V1_DIR / "recipe.yaml"
 
 
@@ -74,7 +76,7 @@ def test_the_v1_recipe_reaches_recipe_files_without_copies() -> None:
     """Patches and scripts as ../recipe/... paths, test files as path sources: nothing but recipe.yaml and
     the variant file (which conda-smithy reads from recipe_dir) is in recipe-v1/."""
     assert sorted(p.name for p in real_build.V1_DIR.iterdir()) == ["conda_build_config.yaml", "recipe.yaml"]
-    stage = rattler_render.render(V1_RECIPE, CPU_CONFIG, ["3.12"])[0].recipe["staging_caches"][0]
+    stage = rattler_render.render(V1_RECIPE, CPU, ["3.12"])[0].recipe["staging_caches"][0]
     tarball, *paths = stage["source"]
     assert tarball["patches"] and all(
         (real_build.V1_DIR / patch).resolve().parent == (REPO_ROOT / "recipe" / "patches").resolve()
@@ -97,20 +99,20 @@ def test_a_sha256_changed_in_one_recipe_only_is_named(tmp_path: Path) -> None:
 
 
 def test_v1_variant_config_drops_conda_build_keys_and_filters_pythons() -> None:
-    config = rattler_render.variant_config(CPU_CONFIG, ["3.12"])
+    config = rattler_render.variant_config(CPU, ["3.12"])
     source = yaml.safe_load(CPU_CONFIG.read_text())
     assert "channel_sources" in source and "channel_sources" not in config
     assert config["python"] == [v for v in source["python"] if v.startswith("3.12.")]
     with pytest.raises(ToolError, match="none of its Pythons"):
-        rattler_render.variant_config(CPU_CONFIG, ["2.7"])
+        rattler_render.variant_config(CPU, ["2.7"])
 
 
 # ---- the local channel -------------------------------------------------------------------------------
 
 
 def test_versions_come_from_the_recipes_specs() -> None:
-    outputs = rattler_render.render(V1_RECIPE, CPU_CONFIG, ["3.12"])
-    plan = real_build.channel_plan(outputs, rattler_render.variant_config(CPU_CONFIG, ["3.12"]))
+    outputs = rattler_render.render(V1_RECIPE, CPU, ["3.12"])
+    plan = real_build.channel_plan(outputs, CPU, ["3.12"])
     versions = {n: local_channel.choose_version(n, s, plan.pins.get(n)) for n, s in plan.needs.items()}
     variant = yaml.safe_load(CPU_CONFIG.read_text())
     # a pinned name gets the pin, a bounded one the lowest version its bounds accept
@@ -218,7 +220,7 @@ def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
     )
     with pytest.raises(ToolError) as error:
         real_build.install_and_use(
-            outcome, "pytorch-cpu", tmp_path / "prefix", machine_of("linux-64", "None"), "3.12"
+            outcome, "pytorch-cpu", tmp_path / "prefix", machine_of("linux-64", None), "3.12"
         )
     message = str(error.value)
     assert "\n" not in message
@@ -266,7 +268,7 @@ def test_the_test_commands_that_need_real_pytorch_are_left_out_by_name() -> None
         real_build.leave_out_tests(recipe, {"pytorch": (("gone", "stale"),)})
 
 
-def assert_the_recipes_tests_were_kept(build: real_build.BuildOutcome, config: Path) -> None:
+def assert_the_recipes_tests_were_kept(build: real_build.BuildOutcome, config: Configuration) -> None:
     """Every built package carries its output's tests as the recipe renders them for the configuration,
     every import and every command but those TESTS_THAT_NEED_REAL_PYTORCH names (run_build ran them:
     a failing one fails the build)."""
@@ -292,7 +294,7 @@ def assert_the_recipes_tests_were_kept(build: real_build.BuildOutcome, config: P
 # ---- the real build (rattler-build, local channel, stand-in) -----------------------------------------
 
 
-def real_build_of(config: Path, factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
+def real_build_of(config: Configuration, factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
     """rattler-build of the v1 recipe for ``config``, CI's Pythons, the local channel in the shared cache."""
     work = factory.mktemp("rattler-build")
     return real_build.run_build(config, work / "out", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS)
@@ -300,7 +302,7 @@ def real_build_of(config: Path, factory: pytest.TempPathFactory) -> real_build.B
 
 @pytest.fixture(scope="session")
 def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
-    return real_build_of(CPU_CONFIG, tmp_path_factory)
+    return real_build_of(CPU, tmp_path_factory)
 
 
 @pytest.mark.rattler_build
@@ -308,18 +310,15 @@ def test_rattler_build_builds_the_cpu_configuration(
     cpu_build: real_build.BuildOutcome, tmp_path: Path
 ) -> None:
     names = sorted(p.name.rsplit("-", 2)[0] for p in cpu_build.packages)
-    expected = sorted(
-        o.name for o in rattler_render.render(V1_RECIPE, CPU_CONFIG, real_build.DEFAULT_PYTHONS)
-    )
+    expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CPU, real_build.DEFAULT_PYTHONS))
     assert names == expected
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
-    python_min = rattler_render.variant_config(CPU_CONFIG)["python_min"][0]
-    done, minimum = real_build.compile_work_ratio(cpu_build.passes, linked, python_min)
+    done, minimum = real_build.compile_work_ratio(cpu_build.passes, linked, CPU.python_min)
     assert done == minimum
     assert set(cpu_build.passes["4 pytorch (py3.12)"]) == set(linked)
     assert sum(cpu_build.passes["2 libtorch"].values()) == 0
-    assert_the_recipes_tests_were_kept(cpu_build, CPU_CONFIG)
-    meta, machine = real_build.metapackage_and_machine(rattler_render.variant_config(CPU_CONFIG))
+    assert_the_recipes_tests_were_kept(cpu_build, CPU)
+    meta, machine = real_build.metapackage_and_machine(CPU)
     assert meta == "pytorch-cpu"
     for minor in real_build.DEFAULT_PYTHONS:
         installed = real_build.install_and_use(cpu_build, meta, tmp_path / f"p{minor}", machine, minor)
@@ -329,26 +328,23 @@ def test_rattler_build_builds_the_cpu_configuration(
 
 @pytest.fixture(scope="session")
 def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
-    return real_build_of(CUDA_CONFIG, tmp_path_factory)
+    return real_build_of(CUDA, tmp_path_factory)
 
 
 @pytest.mark.rattler_build
 def test_rattler_build_builds_a_cuda_configuration(
     cuda_build: real_build.BuildOutcome, tmp_path: Path
 ) -> None:
-    expected = sorted(
-        o.name for o in rattler_render.render(V1_RECIPE, CUDA_CONFIG, real_build.DEFAULT_PYTHONS)
-    )
+    expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CUDA, real_build.DEFAULT_PYTHONS))
     assert sorted(p.name.rsplit("-", 2)[0] for p in cuda_build.packages) == expected
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
-    variant = rattler_render.variant_config(CUDA_CONFIG)
-    done, minimum = real_build.compile_work_ratio(cuda_build.passes, linked, variant["python_min"][0])
+    done, minimum = real_build.compile_work_ratio(cuda_build.passes, linked, CUDA.python_min)
     assert done == minimum
     # the MAGMA pass recompiles exactly torch_cuda_linalg, the other linalg build and libtorch nothing
     assert set(cuda_build.passes["3 libtorch-cuda-linalg (magma)"]) == {"torch_cuda_linalg"}
     assert sum(cuda_build.passes["3 libtorch-cuda-linalg (nomagma)"].values()) == 0
-    assert_the_recipes_tests_were_kept(cuda_build, CUDA_CONFIG)
-    meta, machine = real_build.metapackage_and_machine(variant)
+    assert_the_recipes_tests_were_kept(cuda_build, CUDA)
+    meta, machine = real_build.metapackage_and_machine(CUDA)
     assert meta == "pytorch-gpu"
     installed = real_build.install_and_use(cuda_build, meta, tmp_path / "prefix", machine, "3.12")
     # the solver prefers the MAGMA build (+50) and brings libmagma with it

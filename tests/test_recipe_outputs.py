@@ -26,13 +26,8 @@ from recipe_matrix import (
     with_version,
 )
 
-from feedstock_tools.conda.recipe_render import (
-    RenderedOutput,
-    RenderedRecipe,
-    parse_variant_yaml,
-    render_recipe,
-)
-from feedstock_tools.conda.selectors import select_lines, selector_namespace
+from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
+from feedstock_tools.conda.variants import parse_variant_text
 
 VERSION = RECIPE_VERSION
 # What pin_subpackage(..., max_pin="x.x") exports for it.
@@ -63,8 +58,8 @@ def one(recipe: RenderedRecipe, name: str) -> RenderedOutput:
 
 
 def global_pins(configuration: Configuration) -> dict[str, object]:
-    namespace = selector_namespace(configuration.subdir, {}, {})
-    return parse_variant_yaml(select_lines((PINNING / "conda_build_config.yaml").read_text(), namespace))
+    pinning = PINNING / "conda_build_config.yaml"
+    return parse_variant_text(pinning.read_text(), configuration.subdir, {}, source=pinning)
 
 
 configurations = pytest.mark.parametrize(
@@ -377,7 +372,7 @@ def test_release_candidates_build_from_the_upstream_rc_tag(tmp_path):
     next_minor = f"{major}.{int(minor) + 1}.0"  # the next release's first candidate: conda's X.Y.Z.rcN
     (recipe / "meta.yaml").write_text(with_version((RECIPE / "meta.yaml").read_text(), f"{next_minor}.rc1"))
     config = variant_config(Configuration("linux-64", "generic", "None"))
-    config["is_rc"], config["channel_targets"] = [True], ["conda-forge pytorch_rc"]
+    config["is_rc"], config["channel_targets"] = ["true"], ["conda-forge pytorch_rc"]
     rendered_rc = render_recipe(recipe, config)
     assert rendered_rc.top_level is not None
     source = rendered_rc.top_level.source
@@ -391,13 +386,11 @@ def test_release_candidates_build_from_the_upstream_rc_tag(tmp_path):
 
 
 def test_rc_switch_is_zipped_with_the_upload_label():
-    namespace = selector_namespace("linux-64", {}, {})
-    recipe_config = parse_variant_yaml(
-        select_lines((RECIPE / "conda_build_config.yaml").read_text(), namespace)
-    )
+    path = RECIPE / "conda_build_config.yaml"
+    recipe_config = parse_variant_text(path.read_text(), "linux-64", {}, source=path)
     assert ["is_rc", "channel_targets"] in recipe_config["zip_keys"]
     assert len(recipe_config["is_rc"]) == len(recipe_config["channel_targets"])
-    assert recipe_config["is_rc"] == [False] and recipe_config["channel_targets"] == ["conda-forge main"]
+    assert recipe_config["is_rc"] == ["false"] and recipe_config["channel_targets"] == ["conda-forge main"]
 
 
 def test_cross_compiled_osx_arm64_builds_python_code_through_cross_python():

@@ -14,7 +14,6 @@ from feedstock_tools.conda.recipe_render import (
     expand_variants,
     find_used_variables_in_text,
     hash_of,
-    load_variant_config,
     render_recipe,
     render_variant_data,
 )
@@ -100,21 +99,6 @@ def test_zipped_keys_of_different_length_are_a_clear_error():
         expand_variants(
             {"python": ["3.10", "3.11"], "is_python_min": [True], "zip_keys": [["python", "is_python_min"]]}
         )
-
-
-def test_variant_files_keep_numbers_as_strings(tmp_path):
-    path = tmp_path / "v.yaml"
-    path.write_text("python_min:\n- 3.10\ncuda_compiler_version:\n- 12.9\nmegabuild:\n- true\n")
-    assert load_variant_config(path) == {
-        "python_min": ["3.10"],
-        "cuda_compiler_version": ["12.9"],
-        "megabuild": [True],
-    }
-
-
-def test_missing_variant_file_is_a_one_line_error(tmp_path):
-    with pytest.raises(ToolError, match="cannot read variant config"):
-        load_variant_config(tmp_path / "absent.yaml")
 
 
 def test_hash_leaves_out_python_without_a_build_string_but_not_with_one():

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from jinja2 import nodes
 
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import InputError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import jinja_expr, rattler_render, recipe_v1
@@ -89,7 +90,7 @@ def test_a_new_run_requirement_added_once_reaches_both_recipes(tmp_path: Path) -
     assert [d.line() for d in differences] == []
     pytorch = [
         o
-        for o in rattler_render.render(root / recipe_v1.V1_DIRNAME / "recipe.yaml", CPU_CONFIG)
+        for o in rattler_render.render(root / recipe_v1.V1_DIRNAME / "recipe.yaml", read_configuration(CPU_CONFIG))
         if o.name == "pytorch"
     ]
     assert pytorch and all("optree >=0.13" in o.recipe["requirements"]["run"] for o in pytorch)
@@ -320,7 +321,7 @@ def test_the_small_conversion_is_a_recipe_the_real_rattler_build_renders(tmp_pat
     variants.write_text(
         "target_platform:\n- linux-64\ncuda_compiler_version:\n- '12.9'\npython:\n- 3.12.* *_cpython\n"
     )
-    outputs = {o.name: o for o in rattler_render.render(recipe, variants)}
+    outputs = {o.name: o for o in rattler_render.render(recipe, read_configuration(variants))}
     assert set(outputs) == {"libdemo"}
     rendered = outputs["libdemo"].recipe
     assert rendered["requirements"]["host"] == ["zlib", "libgomp", "cuda-version 12.9.*"]

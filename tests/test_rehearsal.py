@@ -20,10 +20,11 @@ from megabuild import activation
 from recipe_matrix import RECIPE_VERSION
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, report
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
-from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, load_config
+from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
 pytestmark = pytest.mark.rehearsal
 
@@ -35,8 +36,7 @@ LINALG = "libtorch-cuda-linalg"
 
 def _config(*, cuda: bool) -> Path:
     for path in sorted(CI_SUPPORT.glob("linux_64_blas_implgeneric*.yaml")):
-        version = load_config(path).get("cuda_compiler_version", ["None"])[0]
-        if (version != "None") == cuda:
+        if (read_configuration(path).cuda is not None) == cuda:
             return path
     pytest.fail(f"no linux-64 generic-BLAS {'CUDA' if cuda else 'CPU'} configuration in {CI_SUPPORT}")
 

@@ -20,7 +20,7 @@ from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
-from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, load_config
+from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
 pytestmark = pytest.mark.rehearsal
 
@@ -97,7 +97,7 @@ def test_every_configuration_gets_its_platforms_environment(config: Path, tmp_pa
     """The environment each step's build script gets (no build): naming, build machine, cross flags, and
     cross-python for every step that runs ${PYTHON} (all scripted steps but the staging-only libtorch)."""
     rehearsal = _rehearsal(config, tmp_path)
-    target = targets.target_for(load_config(config)["target_platform"][0], REPO_ROOT)
+    target = targets.target_for(rehearsal.configuration.target_platform, REPO_ROOT)
     for step in rehearsal.steps:
         if not step.has_script:
             continue

@@ -11,10 +11,11 @@ import pytest
 from recipe_matrix import RECIPE_VERSION
 
 from feedstock_tools.__main__ import main
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import ninja_log, resolve_config
 from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal, reversed_variants
-from feedstock_tools.proofs.rehearsal.plan import Step, plan_steps, python_minor, work_name
+from feedstock_tools.proofs.rehearsal.plan import Step, plan_steps, work_name
 from feedstock_tools.proofs.rehearsal.relocation import relocated_rpath
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
@@ -27,22 +28,10 @@ def _first(pattern: str) -> Path:
     return found[0]
 
 
-@pytest.mark.parametrize(
-    ("spec", "minor"), [("3.10.* *_cpython", "3.10"), ("3.14.* *_cp314", "3.14"), ("3.12", "3.12")]
-)
-def test_python_minor(spec: str, minor: str) -> None:
-    assert python_minor(spec) == minor
-
-
-def test_python_minor_rejects_garbage() -> None:
-    with pytest.raises(ToolError, match="cannot read a Python version"):
-        python_minor("pypy")
-
-
 def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
     from feedstock_tools.conda.recipe_render import render_recipe
 
-    config = _first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml")
+    config = read_configuration(_first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml"))
     steps = plan_steps(config, REPO_ROOT / "recipe")
     rendered = render_recipe(REPO_ROOT / "recipe", config)
     assert steps[0].name == "libtorch-split"
@@ -125,7 +114,7 @@ def test_ninja_log_adapter_reads_a_step_across_appends_and_compaction(tmp_path: 
 
 
 def test_work_names_are_short_and_distinct() -> None:
-    names = {work_name(path) for path in CI_SUPPORT.glob("linux_*.yaml")}
+    names = {work_name(read_configuration(path)) for path in CI_SUPPORT.glob("linux_*.yaml")}
     assert len(names) == len(list(CI_SUPPORT.glob("linux_*.yaml")))
     assert "linux-64_generic_cuda12.9" in names
     # the two linux-aarch64 CUDA 12.9 configurations differ only by arm_variant_type
@@ -134,8 +123,22 @@ def test_work_names_are_short_and_distinct() -> None:
 
 def test_config_names_with_dots_resolve() -> None:
     config = _first("linux_64_*cuda_compiler_versionNone*.yaml")
-    assert resolve_config(config.name.removesuffix(".yaml")) == config
-    assert resolve_config(str(config)) == config
+    assert resolve_config(config.name.removesuffix(".yaml")).path == config
+    assert resolve_config(str(config)).path == config
+
+
+def test_a_rehearsal_reads_each_configuration_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default choice (the first linux-64 CUDA configuration) and the plan of its steps read the file
+    once: the Configuration is passed on, not read again."""
+    from feedstock_tools.common import configuration
+
+    reads: list[str] = []
+    real = configuration.read_text
+    monkeypatch.setattr(configuration, "read_text", lambda path: reads.append(path.name) or real(path))
+    config = resolve_config(None)
+    rehearsal = Rehearsal(config.path, configuration=config, work_root=Path(os.devnull))
+    assert rehearsal.name == "linux-64_generic_cuda12.9" and rehearsal.steps
+    assert sorted(reads) == sorted(path.name for path in CI_SUPPORT.glob("*.yaml"))  # each once
 
 
 def test_unknown_config_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,13 +183,13 @@ def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> N
             "12.9",
             ("__unix=0=0", "__linux=6.8=0", "__glibc=2.35=0", "__archspec=1=x86_64", "__cuda=12.9=0"),
         ),
-        ("osx-arm64", "None", ("__unix=0=0", "__osx=14.5=0", "__archspec=1=m1")),
+        ("osx-arm64", None, ("__unix=0=0", "__osx=14.5=0", "__archspec=1=m1")),
         # Windows: conda detects __win and no __unix; a unix-only dependency must not solve there
         ("win-64", "12.8", ("__win=10.0.22631=0", "__archspec=1=x86_64", "__cuda=12.8=0")),
     ],
 )
 def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
-    target: str, cuda: str, expected: tuple[str, ...]
+    target: str, cuda: str | None, expected: tuple[str, ...]
 ) -> None:
     from feedstock_tools.proofs.solve_check import machine_of
 
@@ -196,16 +199,14 @@ def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
 def test_every_configuration_has_its_machine_in_the_solve_table() -> None:
     """The solver pick of any configuration's rehearsal finds its machine (solve_requests.yaml), and a
     table without it is one line naming the row to add."""
-    from feedstock_tools.ci.ci_files import summarize
     from feedstock_tools.proofs.solve_check import machine_of
 
     for path in sorted(CI_SUPPORT.glob("*.yaml")):
-        config = summarize(path)
-        cuda = "None" if config.cuda == "CPU" else config.cuda
-        machine = machine_of(config.target_platform, cuda)
+        config = read_configuration(path)
+        machine = machine_of(config.target_platform, config.cuda)
         assert machine.subdir == config.target_platform
         assert [v for v in machine.virtual if v.startswith("__cuda=")] == (
-            [] if cuda == "None" else [f"__cuda={cuda}=0"]
+            [] if config.cuda is None else [f"__cuda={config.cuda}=0"]
         )
     with pytest.raises(ToolError, match=r"has no machine named 'linux-64 cuda9\.9' \(subdir linux-64\): add"):
         machine_of("linux-64", "9.9")

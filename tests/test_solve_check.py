@@ -267,7 +267,7 @@ def test_a_malformed_configuration_is_one_line_naming_the_fix(
     (tmp_path / "broken.yaml").write_text("blas_impl:\n- mkl\n")  # no target_platform
     assert main(["solve-check", "--ci-support", str(tmp_path), "--pinning", str(PINNING)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: broken.yaml: target_platform None is not a conda subdir")
+    assert err[-1].startswith(f"error: {tmp_path / 'broken.yaml'}: no target_platform; re-render it with")
     assert "render-ci" in err[-1]
     assert not any("Traceback" in line for line in err)
 

@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock_tools.conda.recipe_render import load_variant_config
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.proofs.linkage import BinaryNeeds, read_needs_list
 from feedstock_tools.proofs.wheel_layout import ListedFile, read_file_list
 
@@ -51,16 +51,12 @@ WHEELS = (
 )
 
 
-def ci_config(subdir: str, cuda: str) -> Path:
+def ci_config(subdir: str, cuda: str) -> Configuration:
     """The .ci_support file of a target, generic BLAS where the target has it (win-64 builds MKL only):
     what find_config picks for that wheel, found here by reading the files directly."""
-    candidates = [
-        path
-        for path in sorted(CI_SUPPORT.glob("*.yaml"))
-        if load_variant_config(path)["target_platform"] == [subdir]
-        and str(load_variant_config(path)["cuda_compiler_version"][0]) == cuda
-    ]
-    generic = [path for path in candidates if load_variant_config(path)["blas_impl"] == ["generic"]]
+    configs = [read_configuration(path) for path in sorted(CI_SUPPORT.glob("*.yaml"))]
+    candidates = [c for c in configs if c.target_platform == subdir and (c.cuda or "None") == cuda]
+    generic = [config for config in candidates if config.blas == "generic"]
     (config,) = generic or candidates
     return config
 

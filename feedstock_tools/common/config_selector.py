@@ -18,19 +18,19 @@ names ``None`` itself: ``'linux_64*cuda*'`` selects the CUDA builds only, ``'lin
 builds, ``'*versionNone*'`` still works. The exact name and a path are taken as written.
 
 :class:`ConfigFilter` narrows by the fields people think in (platform, CUDA version, BLAS), for
-``--list`` and ``--all``; :func:`kept_files` and :func:`resolve_by_fields` apply it to a folder's files
-(the rehearsal's filters, and the configuration of a wheel's target in ``wheel-layout``). Standard library
-only: build-locally.py uses it.
+``--list`` and ``--all``; :func:`kept` and :func:`resolve_by_fields` apply it to a folder's
+configurations (:mod:`feedstock_tools.common.configuration`: the rehearsal's filters, and the configuration
+of a wheel's target in ``wheel-layout``). Standard library only: build-locally.py uses it.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 
 CI_SUPPORT = ".ci_support"
@@ -124,19 +124,6 @@ def resolve_one(selector: str, folder: Path, outside: bool = False) -> Path:
     return files[select_one(list(files), selector)]
 
 
-class Fields(Protocol):
-    """What a configuration's summary shows (feedstock_tools.ci.ci_files.CiConfigSummary)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def target_platform(self) -> str: ...
-    @property
-    def cuda(self) -> str: ...  # "CPU" or the CUDA version
-    @property
-    def blas(self) -> str: ...
-
-
 @dataclass(frozen=True)
 class ConfigFilter:
     """``--platform``, ``--cuda``, ``--blas``: None keeps all. ``cuda`` takes a version, ``none``/``cpu``
@@ -149,7 +136,7 @@ class ConfigFilter:
     def __bool__(self) -> bool:
         return any(value is not None for value in (self.platform, self.cuda, self.blas))
 
-    def keeps(self, config: Fields) -> bool:
+    def keeps(self, config: Configuration) -> bool:
         if self.platform is not None and config.target_platform != self.platform.replace("_", "-"):
             return False
         if self.blas is not None and config.blas != self.blas:
@@ -158,12 +145,12 @@ class ConfigFilter:
             return True
         wanted = self.cuda.lower()
         if wanted in ("none", "cpu"):
-            return config.cuda == "CPU"
+            return config.cuda is None
         if wanted == "any":
-            return config.cuda != "CPU"
+            return config.cuda is not None
         return config.cuda == self.cuda
 
-    def apply(self, configs: Sequence[Fields]) -> list[Fields]:
+    def apply(self, configs: Sequence[Configuration]) -> list[Configuration]:
         """The configurations kept; a value no configuration has is an error naming the values there are."""
         cuda_words = ("none", "cpu", "any")
         platform = self.platform and self.platform.replace("_", "-")
@@ -174,7 +161,7 @@ class ConfigFilter:
                 "--cuda",
                 self.cuda,
                 # versions in numeric order (12.8 before 12.9 before 13.0), whatever order the files come in
-                [*cuda_words, *sorted({c.cuda for c in configs if c.cuda != "CPU"}, key=_version_key)],
+                [*cuda_words, *sorted({c.cuda for c in configs if c.cuda is not None}, key=_version_key)],
             ),
         )
         for option, value, known in checks:
@@ -191,27 +178,23 @@ class ConfigFilter:
         return ", ".join(f"{name} {value}" for name, value in named if value is not None)
 
 
-Summarize = Callable[[Path], Fields]  # feedstock_tools.ci.ci_files.summarize (a layer above this one)
+def configurations(folder: Path) -> list[Configuration]:
+    """Every configuration of ``folder``, each file read once."""
+    return [read_configuration(path) for path in configuration_files(folder)]
 
 
-def kept_files(folder: Path, only: ConfigFilter, summarize: Summarize) -> list[Path]:
-    """The configuration files of ``folder`` that ``only`` keeps (all of them with no filter), by name."""
-    files = configuration_files(folder)
-    if not only:
-        return files
-    kept = {config.name for config in only.apply([summarize(path) for path in files])}
-    return [path for path in files if path.stem in kept]
+def kept(folder: Path, only: ConfigFilter) -> list[Configuration]:
+    """The configurations of ``folder`` that ``only`` keeps (all of them with no filter), by name."""
+    every = configurations(folder)
+    return only.apply(every) if only else every
 
 
-def resolve_by_fields(
-    folder: Path, preferred: Sequence[ConfigFilter], summarize: Summarize, choose_with: str
-) -> Path:
+def resolve_by_fields(folder: Path, preferred: Sequence[ConfigFilter], choose_with: str) -> Configuration:
     """The one configuration of ``folder`` kept by the first filter of ``preferred`` that keeps any (e.g.
     generic BLAS first, else any BLAS); none or several is a SelectionError naming them and ``choose_with``,
     the option that names one instead."""
-    files = configuration_files(folder)
-    configs = [summarize(path) for path in files]
-    matching: list[Fields] = []
+    configs = configurations(folder)
+    matching: list[Configuration] = []
     for wanted in preferred:
         try:
             matching = wanted.apply(configs)
@@ -225,7 +208,7 @@ def resolve_by_fields(
             f"{len(matching)} configurations in {folder} are {described} ({found}): "
             f"name the one to use with {choose_with}"
         )
-    return next(path for path in files if path.stem == matching[0].name)
+    return matching[0]
 
 
 def _version_key(version: str) -> tuple[int, ...]:

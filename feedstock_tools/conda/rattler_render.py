@@ -3,8 +3,10 @@
 conda-smithy hands rattler-build the ``.ci_support`` file as its variant configuration; two of its keys are
 conda-build's and not rattler-build's: ``channel_sources`` (rattler-build 0.73.0 refuses it beside the
 channels it is given: "channel_sources and channels cannot both be set at the same time") and
-``pin_run_as_build``. The render returns one stage-1 recipe per output and variant, deduplicated on
-(name, build string): py-rattler-build's ``render`` repeats an output once per variant of its siblings.
+``pin_run_as_build``. rattler-build reads the file's ``true``/``false`` as booleans, where conda-build reads
+every value as text (:mod:`feedstock_tools.common.configuration`). The render returns one stage-1 recipe per
+output and variant, deduplicated on (name, build string): py-rattler-build's ``render`` repeats an output
+once per variant of its siblings.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from feedstock_tools.common.configuration import Configuration
 from feedstock_tools.common.errors import ToolError
 
 # conda-build's keys of a .ci_support file that rattler-build does not take as variant keys
@@ -30,50 +31,52 @@ class V1Output:
     recipe: dict[str, Any]  # the stage-1 recipe as py-rattler-build's to_dict() gives it
 
 
-def variant_config(ci_support: Path, pythons: Sequence[str] | None = None) -> dict[str, Any]:
-    """The .ci_support file as a rattler-build variant configuration (``zip_keys`` kept), optionally with
-    only the Pythons whose ``3.X`` is in ``pythons``."""
-    try:
-        data = yaml.safe_load(ci_support.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ToolError(
-            f"{ci_support}: cannot read it as YAML ({exc}); regenerate it with render-ci"
-        ) from exc
-    zip_keys = data.get("zip_keys")
-    config = {
-        key: [value if isinstance(value, bool) else str(value) for value in values]
-        for key, values in data.items()
+def variant_config(config: Configuration, pythons: Sequence[str] | None = None) -> dict[str, Any]:
+    """The configuration as a rattler-build variant configuration (``zip_keys`` kept), optionally with only
+    the Pythons whose ``3.X`` is in ``pythons``."""
+    variants: dict[str, Any] = {
+        key: [_typed(value) for value in config.values_of(key)]
+        for key in config
         if key not in NOT_VARIANT_KEYS
     }
     if pythons is not None:
-        config["python"] = [v for v in config.get("python", []) if v.split(".*")[0] in pythons]
-        if not config["python"]:
-            raise ToolError(f"{ci_support}: none of its Pythons is among {', '.join(pythons)}")
-    if zip_keys:
-        config["zip_keys"] = zip_keys
-    return config
+        variants["python"] = [p.spec for p in config.pythons if p.version in pythons]
+        if not variants["python"]:
+            raise ToolError(f"{config.path}: none of its Pythons is among {', '.join(pythons)}")
+    if config.get("zip_keys"):
+        variants["zip_keys"] = config["zip_keys"]
+    return variants
+
+
+def _typed(value: str) -> str | bool:
+    """A variant value as rattler-build's YAML reader types it: ``true``/``false`` (conda-smithy writes
+    these texts as YAML booleans, ci/ci_support.py) are booleans, everything else stays text."""
+    return {"true": True, "false": False}.get(value, value)
 
 
 def render(
-    recipe: Path, ci_support: Path, pythons: Sequence[str] | None = None, build_platform: str | None = None
+    recipe: Path,
+    config: Configuration,
+    pythons: Sequence[str] | None = None,
+    build_platform: str | None = None,
 ) -> list[V1Output]:
     """Every output rattler-build would build for this configuration, in its order, without duplicates;
     ``build_platform`` (the machine building it) defaults to the target, as recipe_render's does."""
     from rattler_build import RenderConfig, Stage0Recipe, VariantConfig
     from rattler_build.tool_config import PlatformConfig
 
-    config = variant_config(ci_support, pythons)
-    zip_keys = config.pop("zip_keys", None)
-    platform = config["target_platform"][0]
+    variants_config = variant_config(config, pythons)
+    zip_keys = variants_config.pop("zip_keys", None)
+    platform = config.target_platform
     try:
         variants = Stage0Recipe.from_file(recipe).render(
-            VariantConfig(config, zip_keys=zip_keys),
+            VariantConfig(variants_config, zip_keys=zip_keys),
             RenderConfig(
                 platform=PlatformConfig(target_platform=platform, build_platform=build_platform or platform)
             ),
         )
     except Exception as exc:  # py-rattler-build raises its own error types for every render problem
-        raise ToolError(f"{recipe}: rattler-build cannot render it for {ci_support.name}: {exc}") from exc
+        raise ToolError(f"{recipe}: rattler-build cannot render it for {config.path.name}: {exc}") from exc
     seen: set[tuple[str, str]] = set()
     outputs = []
     for variant in variants:

@@ -16,8 +16,7 @@ API::
         output.test, output.script, output.variant   # variant: the used keys and their values
 
 Also public: :func:`render_variant_data` (one partial variant, leniently, as data: ``deps``),
-:func:`load_variant_config` (a ``.ci_support`` file, numbers kept as strings as conda-build
-does), :func:`expand_variants` (the zip_keys product conda-build loops over),
+:func:`expand_variants` (the zip_keys product conda-build loops over),
 :func:`find_used_variables_in_text` (which keys a recipe text uses), and
 ``python -m feedstock_tools render CONFIG``.
 
@@ -67,6 +66,7 @@ import jinja2
 import yaml
 
 from feedstock_tools.common import config_selector
+from feedstock_tools.common.configuration import PythonVersion, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import used_vars
@@ -98,9 +98,10 @@ _SPEC_NEEDING_STAR = re.compile(r"([\w\d\.\-\_]+)\s+((?<![><=])[\w\d\.\-\_]+?(?!
 # ---- variant configurations --------------------------------------------------------------------------------
 
 
-# conda-build reads meta.yaml and variant configs with YAML's int and float resolvers removed: numbers stay
-# strings ("3.10" is not 3.1, a version "2.10" stays "2.10"). The C parser when PyYAML has it: the recipe is
-# parsed many times per configuration.
+# conda-build reads meta.yaml with YAML's int and float resolvers removed (its StringifyNumbersLoader):
+# numbers stay strings ("3.10" is not 3.1, a version "2.10" stays "2.10"). A .ci_support file is read as
+# conda-build reads a variant file, every value text (feedstock_tools.common.configuration). The C parser
+# when PyYAML has it: the recipe is parsed many times per configuration.
 _NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 _STRINGIFY_NUMBERS = {
     first: [(tag, regex) for tag, regex in resolvers if tag not in _NUMBER_TAGS]
@@ -116,30 +117,11 @@ class _StringifyNumbersLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  #
 
 _YAML_LOADER = _StringifyNumbersLoader
 
-VariantConfig = dict[str, Any]
 Variant = dict[str, Any]
 
-
-def parse_variant_yaml(text: str) -> Any:
-    """YAML with conda-build's variant-file rules: numbers stay strings; selectors must be applied first."""
-    return yaml.load(text, Loader=_StringifyNumbersLoader)  # a SafeLoader subclass
-
-
-def load_variant_config(path: Path) -> VariantConfig:
-    """Read a ``.ci_support/*.yaml`` (or any conda_build_config-style file without selectors)."""
-    try:
-        data = parse_variant_yaml(read_text(path))
-    except OSError as exc:
-        raise ToolError(
-            f"cannot read variant config {path}: {exc.strerror}; pass an existing .ci_support file"
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ToolError(
-            f"variant config {path} is not valid YAML ({exc}); regenerate it with the CI tools"
-        ) from None
-    if not isinstance(data, dict):
-        raise ToolError(f"variant config {path} is not a mapping of keys to lists; regenerate it")
-    return data
+# TEMPORARY, for release/bump.py and proofs/anchor_parity.py only (rewritten by other work at the time of
+# issue 37; the lead converts them to read_configuration after the merge, then removes this name).
+load_variant_config = read_configuration
 
 
 def expand_variants(config: Mapping[str, Any]) -> list[Variant]:
@@ -275,8 +257,8 @@ def _conda_py(variant: Mapping[str, Any]) -> dict[str, str]:
     python = variant.get("python")
     if not python:
         return {}
-    major, minor = str(python).split(" ")[0].split(".")[:2]
-    return {"CONDA_PY": f"{major}{minor}", "PY_VER": f"{major}.{minor}"}
+    version = PythonVersion.parse(str(python))
+    return {"CONDA_PY": version.nodot, "PY_VER": version.version}
 
 
 # ---- rendering ------------------------------------------------------------------------------------------
@@ -429,7 +411,7 @@ def _default_build_string(
     prefix = ""
     build_names = set(requirements.names("build")) | set(requirements.names("host"))
     if "python" in requirements.names("run") and "python" in build_names and variant.get("python"):
-        prefix = "py" + "".join(str(variant["python"]).split(" ")[0].split(".")[:2])
+        prefix = "py" + PythonVersion.parse(str(variant["python"])).nodot
     string = f"{prefix}{hash_}" if prefix else hash_
     return f"{string}_{number}" if string else str(number)
 
@@ -758,13 +740,14 @@ def render_recipe(
     environ: Mapping[str, str] | None = None,
     build_subdir: str | None = None,
 ) -> RenderedRecipe:
-    """Render ``recipe_dir/meta.yaml`` for every variant of ``config`` (a .ci_support file or a dict).
+    """Render ``recipe_dir/meta.yaml`` for every variant of ``config`` (a .ci_support configuration, its
+    path, or a mapping of variant keys to lists of values).
 
     ``subdir`` defaults to the config's target_platform; ``build_subdir`` (the machine building it, for
     cross builds such as osx-arm64 built on osx-64) defaults to ``subdir``; ``environ`` is what selectors
     and Jinja see as os.environ (empty by default).
     """
-    variant_config = load_variant_config(config) if isinstance(config, Path) else dict(config)
+    variant_config = dict(read_configuration(config) if isinstance(config, Path) else config)
     target = _subdir_of(variant_config, subdir)
     if (recipe_dir / "meta.yaml").is_file():
         # the recipe's files as every command checks them; a selector may name any key of this config
@@ -891,7 +874,7 @@ def _main(args: argparse.Namespace) -> int:
     config = config_selector.resolve_one(
         args.config, args.recipe.resolve().parent / config_selector.CI_SUPPORT, outside=True
     )
-    rendered = render_recipe(args.recipe, config)
+    rendered = render_recipe(args.recipe, read_configuration(config))
     for output in rendered.outputs:
         print(f"{output.dist}  (build number {output.build_number})")
         if args.requirements:

@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from feedstock_tools.common.configuration import PythonVersion
+
 # conda-build's selector pattern: content, optional comment, then a bracketed expression at line end.
 SELECTOR_LINE = re.compile(r"(.+?)\s*(#.*)?\[([^\[\]]+)\](?(2)[^\(\)]*)$")
 
@@ -27,13 +29,6 @@ NON_X86_MACHINES = ("armv6l", "armv7l", "aarch64", "arm64", "ppc64", "ppc64le", 
 
 class SelectorError(ValueError):
     """A selector could not be evaluated; the message names the line."""
-
-
-def python_selector_number(python_spec: str) -> int:
-    """``"3.12.* *_cpython"`` -> ``312``, the value of conda-build's ``py`` selector."""
-    version = python_spec.split(" ", maxsplit=1)[0]
-    major_minor = version.replace("*", "").strip(".").split(".")[:2]
-    return int("".join(major_minor))
 
 
 def selector_namespace(
@@ -70,7 +65,8 @@ def selector_namespace(
     python = variant.get("python")
     if isinstance(python, list | tuple):
         python = python[0]
-    py = python_selector_number(str(python)) if python else 312
+    # conda-build's py selector: 312 for "3.12.* *_cpython"
+    py = int(PythonVersion.parse(str(python)).nodot) if python else 312
     namespace.update(py=py, py3k=py >= 30, py2k=py < 30)
     numpy = variant.get("numpy")
     namespace["np"] = int("".join(str(numpy).split(".")[:2])) if numpy else None

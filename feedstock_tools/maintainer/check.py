@@ -34,20 +34,14 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from feedstock_tools.ci import ci_support
+from feedstock_tools.common.configuration import Configuration, PythonVersion, parse_configuration
 from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import check_recipe
-from feedstock_tools.conda.recipe_render import (
-    RenderedOutput,
-    RenderedRecipe,
-    parse_variant_yaml,
-    render_recipe,
-)
-from feedstock_tools.conda.selectors import python_selector_number
+from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
 from feedstock_tools.maintainer import render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 
@@ -199,17 +193,10 @@ def check_host(config: str, rendered: RenderedRecipe) -> list[Finding]:
     return findings
 
 
-def _flags(config_data: Mapping[str, Any]) -> tuple[str, str]:
+def _flags(config: Configuration) -> tuple[str, str]:
     """(flavour, blas) of a configuration: ``cuda129``/``cpu`` and ``mkl``/``generic``."""
-    cuda = str(_first(config_data.get("cuda_compiler_version"), "None"))
-    flavour = "cpu" if cuda == "None" else "cuda" + cuda.replace(".", "")
-    return flavour, str(_first(config_data.get("blas_impl"), "generic"))
-
-
-def _first(value: Any, default: Any) -> Any:
-    if isinstance(value, list):
-        return value[0] if value else default
-    return default if value is None else value
+    flavour = "cpu" if config.cuda is None else "cuda" + config.cuda.replace(".", "")
+    return flavour, config.blas or "generic"
 
 
 def flavour_offset(flavour: str, blas: str) -> int:
@@ -228,28 +215,26 @@ def expected_number(base: int, flavour: str, blas: str, output: RenderedOutput) 
 def expected_string_pattern(flavour: str, blas: str, output: RenderedOutput) -> str:
     middle = ""
     if output.name == PYTORCH:
-        middle = f"_py{python_selector_number(str(output.variant.get('python', '0.0')))}"
+        middle = f"_py{PythonVersion.parse(str(output.variant.get('python', '0.0'))).nodot}"
     elif output.name == LINALG:
         middle = f"_{output.variant.get('magma_variant', '(magma_variant missing)')}"
     return rf"{re.escape(flavour)}_{re.escape(blas)}{re.escape(middle)}_h[0-9a-f]{{7}}_{output.build_number}"
 
 
-def top_level_base(config_data: Mapping[str, Any], rendered: RenderedRecipe) -> int | None:
+def top_level_base(config: Configuration, rendered: RenderedRecipe) -> int | None:
     """The recipe's build number with this configuration's CUDA/MKL offsets taken off again."""
     if rendered.top_level is None:
         return None
-    flavour, blas = _flags(config_data)
+    flavour, blas = _flags(config)
     number = int(rendered.top_level.build.get("number", 0))
     return number - flavour_offset(flavour, blas)
 
 
-def check_build_ids(
-    config: str, config_data: Mapping[str, Any], rendered: RenderedRecipe, base: int
-) -> list[Finding]:
-    flavour, blas = _flags(config_data)
+def check_build_ids(config: Configuration, rendered: RenderedRecipe, base: int) -> list[Finding]:
+    flavour, blas = _flags(config)
     findings = []
     for output in rendered.outputs:
-        where = f"{config}: {output.dist}"
+        where = f"{config.name}: {output.dist}"
         wanted = expected_number(base, flavour, blas, output)
         if output.build_number != wanted:
             findings.append(
@@ -298,11 +283,11 @@ def check_staging(scripted_outputs: set[str]) -> list[Finding]:
 # --- putting it together -----------------------------------------------------------------------------------
 
 
-def _expected_configs(root: Path, pinning: Path) -> dict[str, dict[str, Any]]:
+def _expected_configs(root: Path, pinning: Path) -> dict[str, Configuration]:
     """What a rerender would write to .ci_support/, by config name (rendered from these, not stale files)."""
     files = ci_support.expected_files(root, pinning)
     return {
-        path.stem: parse_variant_yaml(text)
+        path.stem: parse_configuration(text, root / path)
         for path, text in sorted(files.items())
         if path.parent.as_posix() == ci_support.CI_SUPPORT
     }
@@ -342,10 +327,10 @@ def run_checks(
     bases: dict[int, list[str]] = {}
     series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies
     versions: set[str] = set()
-    for number, (name, data) in enumerate(configs.items(), start=1):
+    for number, (name, config) in enumerate(configs.items(), start=1):
         progress(f"check: rendering the recipe for configuration {number}/{len(configs)}: {name}")
         try:
-            rendered = render_recipe(recipe_dir, data)
+            rendered = render_recipe(recipe_dir, config)
         except InputError:
             raise
         except (ToolError, ValueError) as exc:
@@ -357,10 +342,10 @@ def run_checks(
             versions.add(rendered.top_level.version)
         findings += check_tests(name, rendered)
         findings += check_host(name, rendered)
-        base = top_level_base(data, rendered)
+        base = top_level_base(config, rendered)
         if base is not None:
             bases.setdefault(base, []).append(name)
-            findings += check_build_ids(name, data, rendered, base)
+            findings += check_build_ids(config, rendered, base)
     if len(bases) > 1:
         detail = "; ".join(
             f"{base} in {len(names)} config(s), e.g. {names[0]}" for base, names in sorted(bases.items())

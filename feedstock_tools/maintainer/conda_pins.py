@@ -1,10 +1,12 @@
 """The conda side of the dependency table: conda-forge's global pinning and the recipe's own pins.
 
-Both are read the way conda-build sees them for one platform: line selectors evaluated first, then
-YAML. The recipe is rendered by the project's one renderer (``conda/recipe_render``, its lenient
-:func:`render_variant_data`) under a few representative variants (CUDA + MKL, CPU + generic BLAS) so that
-requirement lines behind ``cuda_compiler_version`` or ``blas_impl`` selectors are all seen; a partial
-variant is enough, since only the requirement lines are read.
+Both are read the way conda-build sees them for one platform, by the project's one reader of a variant
+file with selectors (:func:`feedstock_tools.conda.variants.parse_variant_text`: line selectors, then YAML's
+base loader, every value text). The recipe is rendered by the project's one renderer
+(``conda/recipe_render``, its lenient :func:`render_variant_data`) under a few representative variants
+(CUDA + MKL, CPU + generic BLAS) so that requirement lines behind ``cuda_compiler_version`` or
+``blas_impl`` selectors are all seen; a partial variant is enough, since only the requirement lines are
+read.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import yaml
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.recipe_render import render_variant_data
-from feedstock_tools.conda.selectors import SelectorError, select_lines, selector_namespace
+from feedstock_tools.conda.selectors import SelectorError
+from feedstock_tools.conda.variants import VariantError, parse_variant_text
 
 # Selectors in conda-forge's pinning guard CUDA entries with os.environ["CF_CUDA_ENABLED"]; the CI
 # jobs that build CUDA variants set it, so the table does too.
@@ -35,12 +38,9 @@ def read_variant_file(
     """A ``conda_build_config.yaml``-style file as ``key -> [values as text]`` for ``subdir``."""
     try:
         text = _without_migrator_block(read_text(path))
-        namespace = selector_namespace(subdir, variant, environ=PINNING_ENVIRON)
-        data = yaml.safe_load(select_lines(text, namespace)) or {}
-    except (OSError, SelectorError, yaml.YAMLError) as exc:
+        data = parse_variant_text(text, subdir, PINNING_ENVIRON, variant, source=path)
+    except (OSError, SelectorError, VariantError) as exc:
         raise PinReadError(f"{path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise PinReadError(f"{path}: expected a mapping of variant keys")
     return {
         str(key): [str(value) for value in values] if isinstance(values, list) else [str(values)]
         for key, values in data.items()

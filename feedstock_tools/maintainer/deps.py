@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.common import inputs
+from feedstock_tools.common.configuration import CUDA_KEY, NO_CUDA, cuda_versions
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS
@@ -368,12 +369,10 @@ def _load_recipe(
         merged = {**cf_pins, **variant_pins}
         base = {key: values[0] for key, values in merged.items() if values}
         platform = {"target_platform": subdir, "build_platform": subdir}
-        cuda_versions = [v for v in merged.get("cuda_compiler_version", []) if v != "None"] or ["None"]
+        cudas = cuda_versions(merged) or [NO_CUDA]
         # Every CUDA version with the first render variant (CUDA + MKL), then the CPU ones.
-        variants = [
-            {**base, **platform, "cuda_compiler_version": c, **RENDER_VARIANTS[0]} for c in cuda_versions
-        ]
-        variants += [{**base, **platform, "cuda_compiler_version": "None", **v} for v in RENDER_VARIANTS[1:]]
+        variants = [{**base, **platform, CUDA_KEY: c, **RENDER_VARIANTS[0]} for c in cudas]
+        variants += [{**base, **platform, CUDA_KEY: NO_CUDA, **v} for v in RENDER_VARIANTS[1:]]
         return recipe_pins(recipe, subdir, variants), variant_pins
     except PinReadError as exc:
         raise ToolError(f"recipe unreadable ({exc}); fix it or give another --recipe") from None
@@ -469,10 +468,8 @@ def render_json(table: Table) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    # Write beside the target and rename, so an interrupted run never leaves half a table behind.
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    # the driver's atomic write: an interrupted run never leaves half a table, nor a temporary file, behind
+    import_megabuild("atomic_file").write_text(path, text)
 
 
 def _check_inputs(args: argparse.Namespace) -> None:

@@ -18,12 +18,15 @@ from pathlib import Path
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import component
+from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.build_structure import (
     OBJECT_LIBRARY,
     BuildStructure,
     Target,
     read_build_structure,
 )
+
+_atomic_file = import_megabuild("atomic_file")
 
 IMAGE_FORMATS = ("svg", "png")
 NODE_SHAPES = {
@@ -192,13 +195,14 @@ def write_outputs(
     dot_text = render_dot(structure, externals=externals, all_edges=all_edges)
     summary = render_summary(structure)
     output_dir.mkdir(parents=True, exist_ok=True)
+    outputs: dict[str, str | bytes] = {f"{name}.dot": dot_text, f"{name}.txt": summary}
     with tempfile.TemporaryDirectory(dir=output_dir, prefix=".graph-") as scratch:
-        staged = Path(scratch)
-        (staged / f"{name}.dot").write_text(dot_text, encoding="utf-8")
-        (staged / f"{name}.txt").write_text(summary, encoding="utf-8")
+        # Graphviz reads and writes files: the images are drawn in a scratch directory first
+        dot_file = _atomic_file.write_text(Path(scratch) / f"{name}.dot", dot_text)
         for image in formats:
+            drawn = Path(scratch) / f"{name}.{image}"
             result = subprocess.run(
-                ["dot", f"-T{image}", "-o", str(staged / f"{name}.{image}"), str(staged / f"{name}.dot")],
+                ["dot", f"-T{image}", "-o", str(drawn), str(dot_file)],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -207,11 +211,14 @@ def write_outputs(
                 raise ToolError(
                     f"Graphviz dot failed to draw {image}: {result.stderr.strip().splitlines()[-1:]}"
                 )
-        written = []
-        for produced in sorted(staged.iterdir()):
-            target = output_dir / produced.name
-            produced.replace(target)
-            written.append(target)
+            outputs[drawn.name] = drawn.read_bytes()
+    written = []
+    for file_name, content in sorted(outputs.items()):
+        target = output_dir / file_name
+        if isinstance(content, bytes):
+            written.append(_atomic_file.write_bytes(target, content))
+        else:
+            written.append(_atomic_file.write_text(target, content))
     return written
 
 

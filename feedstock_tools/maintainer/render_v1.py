@@ -40,6 +40,7 @@ from typing import Any
 import jinja2
 
 from feedstock_tools.common.config_selector import configuration_files
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import rattler_render, recipe_render, recipe_v1
 
@@ -216,8 +217,9 @@ def compare_config(
     """The outputs both recipes build for this configuration, and every difference between them
     (``v1_dir``: the v1 recipe's directory, by default ``recipe-v1`` beside ``recipe_dir``)."""
     v1_dir = v1_dir or recipe_dir.parent / V1_DIRNAME
-    meta = recipe_render.render_recipe(recipe_dir, ci_support)
-    v1 = rattler_render.render(v1_dir / "recipe.yaml", ci_support)
+    configuration = read_configuration(ci_support)
+    meta = recipe_render.render_recipe(recipe_dir, configuration)
+    v1 = rattler_render.render(v1_dir / "recipe.yaml", configuration)
     siblings = {o.name: (o.recipe["package"]["version"], o.build_string) for o in v1}
     config = ci_support.stem
     meta_by_key = {(o.name, mask_hash(o.build_string)): o for o in meta.outputs}

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from feedstock_tools.common.configuration import Configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.runtime_libraries import (
@@ -46,6 +47,7 @@ from feedstock_tools.proofs.runtime_libraries import (
 
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")
+_atomic_file = import_megabuild("atomic_file")
 
 Format = Literal["ELF", "MachO", "PE"]
 # Leading bytes of the files the check reads. Mach-O: 64-bit little-endian and universal ("fat") binaries.
@@ -159,7 +161,9 @@ def write_needs_list(entries: Iterable[tuple[str, BinaryNeeds]], destination: Pa
         *rows,
     ]
     data = ("\n".join(lines) + "\n").encode()
-    destination.write_bytes(gzip.compress(data, mtime=0) if destination.suffix == ".gz" else data)
+    if destination.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    _atomic_file.write_bytes(destination, data)
     return len(rows)
 
 
@@ -527,10 +531,15 @@ def _describe_bundled(bundled: Any) -> str:
 
 
 def recipe_packages(
-    recipe_dir: Path, config: Path, prefixes: Mapping[str, Path], python: str, platform: Platform
+    recipe_dir: Path,
+    config: Configuration | Path,
+    prefixes: Mapping[str, Path],
+    python: str,
+    platform: Platform,
 ) -> list[PackageSpec]:
     """Each staged package with the run requirements and ``missing_dso_whitelist`` that ``recipe_dir``'s
-    output of that name has for ``config`` (a ``.ci_support`` file); per-Python outputs for ``python``."""
+    output of that name has for ``config`` (a ``.ci_support`` configuration, or its file); per-Python
+    outputs for ``python``."""
     from feedstock_tools.conda.recipe_render import render_recipe
 
     rendered = render_recipe(recipe_dir, config)

@@ -50,7 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import activation, prefixes
+
+_atomic_file = import_megabuild("atomic_file")
 
 # Bumped when what goes into a package changes, so stale channels are not reused.
 CHANNEL_FORMAT = "3"
@@ -169,9 +172,8 @@ def write_package(draft: PackageDraft, out_dir: Path) -> Path:
                 os.symlink(content, target)
                 paths.append({"_path": rel, "path_type": "softlink"})
             else:
-                target.write_bytes(content)
-                if content.startswith((b"#!", b"\x7fELF")):
-                    target.chmod(0o755)
+                executable = content.startswith((b"#!", b"\x7fELF"))
+                _atomic_file.write_bytes(target, content, mode=0o755 if executable else None)
                 paths.append(
                     {
                         "_path": rel,
@@ -195,12 +197,13 @@ def write_package(draft: PackageDraft, out_dir: Path) -> Path:
             "license": "local",
             "timestamp": int(time.time() * 1000),
         }
-        (info / "index.json").write_text(json.dumps(index, indent=1))
-        (info / "paths.json").write_text(json.dumps({"paths": paths, "paths_version": 1}, indent=1))
-        (info / "files").write_text("".join(p["_path"] + "\n" for p in paths))
-        (info / "about.json").write_text(json.dumps({"summary": draft.summary}))
+        _atomic_file.write_text(info / "index.json", json.dumps(index, indent=1))
+        paths_json = json.dumps({"paths": paths, "paths_version": 1}, indent=1)
+        _atomic_file.write_text(info / "paths.json", paths_json)
+        _atomic_file.write_text(info / "files", "".join(p["_path"] + "\n" for p in paths))
+        _atomic_file.write_text(info / "about.json", json.dumps({"summary": draft.summary}))
         if draft.run_exports:
-            (info / "run_exports.json").write_text(json.dumps(draft.run_exports))
+            _atomic_file.write_text(info / "run_exports.json", json.dumps(draft.run_exports))
         names = [p["_path"] for p in paths] + [f"info/{f.name}" for f in info.iterdir()]
         stem = f"{draft.name}-{draft.version}-{draft.build}"
         # zstd level 3: the channel is local; conda-package-handling 2.6.0's default, 19, is far slower
@@ -457,7 +460,7 @@ def make_channel(plan: ChannelPlan, cache_dir: Path, log: Path) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=".channel-", dir=cache_dir))
         try:
             _fill_channel(plan, staging, cache_dir, log)
-            (staging / ".complete").write_text("ok\n")
+            _atomic_file.write_text(staging / ".complete", "ok\n")
             shutil.rmtree(channel, ignore_errors=True)
             staging.rename(channel)
         finally:

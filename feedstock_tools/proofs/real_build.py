@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from feedstock_tools.common.config_selector import resolve_one
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
@@ -101,11 +102,11 @@ def _requirement_lists(stage1: Mapping[str, Any]) -> list[list[Any]]:
 
 
 def channel_plan(
-    outputs: Sequence[rattler_render.V1Output], variant: Mapping[str, Any]
+    outputs: Sequence[rattler_render.V1Output], config: Configuration, pythons: Sequence[str] | None = None
 ) -> local_channel.ChannelPlan:
-    """Every package name the rendered outputs need, with their specs, the variant's pins (a bare name
-    that is a variant key gets the variant's value, with ``-`` read as ``_``), the compiler packages and
-    the Pythons."""
+    """Every package name the rendered outputs need, with their specs, the configuration's pins (a bare
+    name that is a variant key gets the variant's value, with ``-`` read as ``_``), the compiler packages
+    and the Pythons (those whose ``3.X`` is in ``pythons``; all without it)."""
     built = {o.name for o in outputs}
     needs: dict[str, set[str]] = {}
     for output in outputs:
@@ -118,26 +119,27 @@ def channel_plan(
                     needs.setdefault(name, set()).add(spec)
     pins = {}
     for name, specs in needs.items():
-        value = variant.get(name.replace("-", "_"))
+        value = config.first(name.replace("-", "_"))
         if value and name != "python":
-            pins[name] = str(value[0]).split()[0]
-            specs.add(f"{name} {value[0]}" if " " in str(value[0]) else name)
-    subdir = variant["target_platform"][0]
+            pins[name] = value.split()[0]
+            specs.add(f"{name} {value}" if " " in value else name)
+    subdir = config.target_platform
     compilers = {
-        lang: f"{variant[f'{lang}_compiler'][0]}_{subdir}"
+        lang: f"{compiler}_{subdir}"
         for lang in ("c", "cxx")
-        if f"{lang}_compiler" in variant
+        if (compiler := config.first(f"{lang}_compiler"))
     }
-    pythons = {}
-    for value in variant.get("python", []):
-        version, _, glob = str(value).partition(" ")
-        pythons[version.removesuffix(".*")] = glob or "*"
+    stdlib = config.first("c_stdlib")
     return local_channel.ChannelPlan(
         needs={k: tuple(sorted(v)) for k, v in needs.items()},
         compilers=compilers,
-        stdlib=f"{variant['c_stdlib'][0]}_{subdir}" if "c_stdlib" in variant else None,
+        stdlib=f"{stdlib}_{subdir}" if stdlib else None,
         pins=pins,
-        pythons=pythons,
+        pythons={
+            python.version: python.build or "*"
+            for python in config.pythons
+            if pythons is None or python.version in pythons
+        },
         standin=STANDIN,
     )
 
@@ -252,7 +254,7 @@ def prepare_recipe(
 
 
 def run_build(
-    ci_support: Path,
+    config: Configuration,
     work_dir: Path,
     cache_dir: Path,
     pythons: Sequence[str] | None,
@@ -269,21 +271,20 @@ def run_build(
     reports = work_dir / "reports"
     skipped: list[SkippedTest] = []
     recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, reports, skipped)
-    outputs = rattler_render.render(recipe, ci_support, pythons)
-    config = rattler_render.variant_config(ci_support, pythons)
+    outputs = rattler_render.render(recipe, config, pythons)
     started = time.monotonic()
-    channel = local_channel.make_channel(channel_plan(outputs, config), cache_dir, log)
+    channel = local_channel.make_channel(channel_plan(outputs, config, pythons), cache_dir, log)
     channel_seconds = time.monotonic() - started
     variants = work_dir / "variants.yaml"
-    variants.write_text(yaml.safe_dump(config))
+    variants.write_text(yaml.safe_dump(rattler_render.variant_config(config, pythons)))
     out_dir = work_dir / "output"
     started = time.monotonic()
-    cuda = config.get("cuda_compiler_version", ["None"])[0]
+    cuda = config.cuda
     # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
     # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
     # machine lacks; conda's override variable plays the driver, as docs/recipe.md's CONDA_OVERRIDE_CUDA
     override = (
-        {"CONDA_OVERRIDE_CUDA": cuda} if cuda != "None" and "CONDA_OVERRIDE_CUDA" not in os.environ else {}
+        {"CONDA_OVERRIDE_CUDA": cuda} if cuda is not None and "CONDA_OVERRIDE_CUDA" not in os.environ else {}
     )
     # rattler's package cache is keyed by file name: a package rebuilt here with the same build string as
     # one built before (by any checkout on this machine) was tested from that earlier build's extracted
@@ -298,24 +299,22 @@ def run_build(
                 channel=[channel.as_uri()],
                 variant_config=[str(variants)],
                 output_dir=out_dir,
-                target_platform=config["target_platform"][0],
+                target_platform=config.target_platform,
                 test=test,
                 no_include_recipe=True,
                 package_format="conda",
             )
         except Exception as exc:  # py-rattler-build's errors carry rattler-build's message
-            raise ToolError(
-                build_failure(exc, out_dir, config["target_platform"][0], ci_support.name)
-            ) from exc
+            raise ToolError(build_failure(exc, out_dir, config.target_platform, config.path.name)) from exc
     build_seconds = time.monotonic() - started
     build_log = out_dir / "rattler-build-log.txt"
     return BuildOutcome(
-        config=ci_support.name,
+        config=config.path.name,
         channel=channel,
         channel_seconds=channel_seconds,
         channel_bytes=local_channel.channel_size(channel),
         build_seconds=build_seconds,
-        packages=sorted((out_dir / config["target_platform"][0]).glob("*.conda")),
+        packages=sorted((out_dir / config.target_platform).glob("*.conda")),
         passes=passes_from_reports(reports),
         log=build_log,
         skipped_tests=skipped if test != "skip" else [],
@@ -465,12 +464,11 @@ def install_and_use(
     return sorted(f"{r.name.normalized}-{r.version}-{r.build}" for r in records)
 
 
-def metapackage_and_machine(variant: Mapping[str, Any]) -> tuple[str, Machine]:
+def metapackage_and_machine(config: Configuration) -> tuple[str, Machine]:
     """The metapackage users install for this configuration and a machine that takes it, solve-check's row
     of the target with a driver of the configuration's CUDA version (proofs/solve_requests.yaml)."""
-    cuda = str(variant.get("cuda_compiler_version", ["None"])[0])
-    machine = machine_of(str(variant["target_platform"][0]), cuda)
-    return ("pytorch-gpu" if cuda != "None" else "pytorch-cpu"), machine
+    machine = machine_of(config.target_platform, config.cuda)
+    return ("pytorch-gpu" if config.cuda is not None else "pytorch-cpu"), machine
 
 
 # ---- command line ------------------------------------------------------------------------------------
@@ -507,17 +505,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    ci_support = resolve_one(args.config, REPO_ROOT / ".ci_support")
+    config = read_configuration(resolve_one(args.config, REPO_ROOT / ".ci_support"))
     pythons = args.python
     if pythons == ["all"]:
         # every Python of the configuration that this machine has (the rehearsal skips the others too)
-        every = [v.split(".*")[0] for v in rattler_render.variant_config(ci_support)["python"]]
+        every = [python.version for python in config.pythons]
         pythons = [minor for minor in every if local_channel.prefixes.find_interpreter(minor)]
         for minor in sorted(set(every) - set(pythons)):
             print(f"python {minor}: no CPython {minor} on this machine, its pytorch output is not built")
-    name = ci_support.stem
+    name = config.name
     outcome = run_build(
-        ci_support,
+        config,
         args.work_dir / name,
         args.cache_dir,
         pythons,
@@ -533,13 +531,11 @@ def _main(args: argparse.Namespace) -> int:
         print(f"  test of {left_out.output} left out: {left_out.command!r}: {left_out.reason}")
     for pass_name, targets in outcome.passes.items():
         print(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
-    python_min = rattler_render.variant_config(ci_support)["python_min"][0]
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
-    done, minimum = compile_work_ratio(outcome.passes, linked, python_min)
+    done, minimum = compile_work_ratio(outcome.passes, linked, config.python_min)
     print(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
-    meta, machine = metapackage_and_machine(rattler_render.variant_config(ci_support))
-    for python in sorted(rattler_render.variant_config(ci_support, pythons)["python"]):
-        minor = python.split(".*")[0]
+    meta, machine = metapackage_and_machine(config)
+    for minor in sorted(python.version for python in config.pythons if python.version in pythons):
         installed = install_and_use(outcome, meta, args.work_dir / name / f"prefix-{minor}", machine, minor)
         print(f"python {minor}: import torch and the CMake consumer work with " + ", ".join(installed))
     return 0

@@ -22,15 +22,12 @@ import yaml
 
 from feedstock_tools.ci.ci_support import combined_spec
 from feedstock_tools.ci.forge_config import read_forge_settings
+from feedstock_tools.common.configuration import Configuration, PythonVersion, read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.conda.recipe_render import (
-    RenderedOutput,
-    apply_pin_expressions,
-    load_variant_config,
-    render_recipe,
-)
-from feedstock_tools.conda.variants import VariantError
+from feedstock_tools.common.recipe_imports import import_megabuild
+from feedstock_tools.conda.recipe_render import RenderedOutput, apply_pin_expressions, render_recipe
 
+_atomic_file = import_megabuild("atomic_file")
 METADATA_FILE = Path(__file__).with_name("solve_metadata.yaml")
 SUBDIRS = ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64", "noarch")
 
@@ -77,7 +74,9 @@ class Channel:
                 twice = sorted({n for n in names if names.count(n) > 1})
                 raise ToolError(f"two records with the same file name {twice[:3]} in {subdir}")
             repodata = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages}
-            (directory / subdir / "repodata.json").write_text(json.dumps(repodata, indent=1, sort_keys=True))
+            _atomic_file.write_text(
+                directory / subdir / "repodata.json", json.dumps(repodata, indent=1, sort_keys=True)
+            )
         return directory
 
 
@@ -152,11 +151,12 @@ _optional = _pin
 # ---- our packages ------------------------------------------------------------------------------------------
 
 
-def configs_of(ci_support: Path) -> list[Path]:
-    configs = sorted(ci_support.glob("*.yaml"))
-    if not configs:
+def configs_of(ci_support: Path) -> list[Configuration]:
+    """Every configuration of ``ci_support``, each file read once."""
+    paths = sorted(ci_support.glob("*.yaml"))
+    if not paths:
         raise ToolError(f"no configurations in {ci_support}; run 'python -m feedstock_tools render-ci'")
-    return configs
+    return [read_configuration(path) for path in paths]
 
 
 def build_subdir_of(feedstock_root: Path, target: str) -> str:
@@ -267,7 +267,7 @@ def pin_run_as_build(run: Sequence[str], host: Sequence[str], config: Mapping[st
 def package_records(
     feedstock_root: Path,
     recipe_dir: Path,
-    configs: Sequence[Path],
+    configs: Sequence[Configuration],
     *,
     metadata: Mapping[str, Any],
     pinning_dir: Path,
@@ -276,22 +276,16 @@ def package_records(
     """One record per output of every configuration (outputs repeated across configurations once)."""
     table = run_export_table(metadata)
     records: dict[tuple[str, str], Record] = {}
-    for index, config_path in enumerate(configs, start=1):
-        try:
-            config = load_variant_config(config_path)
-        except (ToolError, VariantError) as exc:
-            raise ToolError(
-                f"{config_path.name}: {exc}; re-render with 'python -m feedstock_tools render-ci'"
-            ) from exc
-        target = (config.get("target_platform") or [None])[0]
+    for index, config in enumerate(configs, start=1):
+        target = config.target_platform
         if target not in SUBDIRS:
             raise ToolError(
-                f"{config_path.name}: target_platform {target!r} is not a conda subdir "
+                f"{config.path.name}: target_platform {target!r} is not a conda subdir "
                 f"({', '.join(SUBDIRS[:-1])}); re-render with 'python -m feedstock_tools render-ci'"
             )
-        progress(f"rendering {config_path.name} ({index}/{len(configs)})")
+        progress(f"rendering {config.path.name} ({index}/{len(configs)})")
         build_subdir = build_subdir_of(feedstock_root, target)
-        rendered = render_recipe(recipe_dir, config_path, build_subdir=build_subdir)
+        rendered = render_recipe(recipe_dir, config, build_subdir=build_subdir)
         pinning = pinning_spec(feedstock_root, pinning_dir, target)
         siblings = {o.name: list(o.run_exports) for o in rendered.outputs if o.run_exports}
         for output in rendered.outputs:
@@ -326,7 +320,7 @@ def dependency_records(
     metadata: Mapping[str, Any],
     feedstock_root: Path,
     pinning_dir: Path,
-    configs: Sequence[Path],
+    configs: Sequence[Configuration],
 ) -> list[Record]:
     """The metadata-only records of ``solve_metadata.yaml``'s dependencies, at the pinning's versions."""
     records: list[Record] = []
@@ -337,8 +331,11 @@ def dependency_records(
             if entry.get("per_python"):  # compiled per Python: one build for each pinned version
                 pythons = list(_values(pinning_spec(feedstock_root, pinning_dir, subdir), "python"))
             for value in _versions(entry, subdir, feedstock_root, pinning_dir, configs):
-                version, abi = _version_and_build(value)
-                abi = abi if entry.get("pinned_build") else ""
+                if entry.get("pinned_build"):  # python: "3.13.* *_cp313" -> 3.13, the ABI tag _cp313
+                    python_version = PythonVersion.parse(value)
+                    version, abi = python_version.version, python_version.abi
+                else:  # "3.9.* *netlib" -> 3.9, "2.10.0" -> 2.10.0, "sbsa" -> sbsa
+                    version, abi = spec_version(f"{name} {value}") or value, ""
                 for build in entry["builds"]:
                     if subdir not in build.get("subdirs", [subdir]):
                         continue
@@ -357,7 +354,11 @@ def _values(spec: Mapping[str, Any], key: str) -> list[str]:
 
 
 def _versions(
-    entry: Mapping[str, Any], subdir: str, root: Path, pinning_dir: Path, configs: Sequence[Path]
+    entry: Mapping[str, Any],
+    subdir: str,
+    root: Path,
+    pinning_dir: Path,
+    configs: Sequence[Configuration],
 ) -> list[str]:
     version = entry["version"]
     if not isinstance(version, Mapping):
@@ -365,18 +366,11 @@ def _versions(
     if "pinning" in version:
         return _values(pinning_spec(root, pinning_dir, subdir), str(version["pinning"]))
     values: list[str] = []
-    for path in configs:
-        for value in load_variant_config(path).get(str(version["configs"])) or []:
-            if str(value) != "None" and str(value) not in values:
-                values.append(str(value))
+    for config in configs:
+        for value in config.values_of(str(version["configs"])):
+            if value != "None" and value not in values:
+                values.append(value)
     return values
-
-
-def _version_and_build(value: str) -> tuple[str, str]:
-    """A pinning value ``"3.13.* *_cp313"`` -> ``("3.13", "_cp313")``."""
-    words = value.split()
-    version = words[0].removesuffix(".*")
-    return version, words[1].lstrip("*") if len(words) > 1 else ""
 
 
 def _dependency(
@@ -390,7 +384,7 @@ def _dependency(
     depends = fill(build.get("depends", []))
     build_string = str(build["build"]) + abi
     if python is not None:
-        py_version, _ = _version_and_build(python)
+        py_version = PythonVersion.parse(python).version
         depends.append(f"python {apply_pin_expressions(py_version, 'x.x', 'x.x')}")
         build_string = f"py{py_version.replace('.', '')}{build_string}"
     number = int(build_string.rsplit("_", 1)[-1]) if build_string.rsplit("_", 1)[-1].isdigit() else 0

@@ -189,16 +189,16 @@ def load_requests(path: Path = REQUESTS_FILE) -> tuple[list[Machine], list[Reque
     return machines, requests
 
 
-def machine_of(subdir: str, cuda: str, path: Path = REQUESTS_FILE) -> Machine:
-    """The table's plain machine of ``subdir`` with an NVIDIA driver of CUDA ``cuda`` (``"None"``: none),
-    by the table's naming: ``linux-64``, ``linux-64 cuda12.9``. The rehearsal's solver pick runs there."""
-    name = subdir if cuda == "None" else f"{subdir} cuda{cuda}"
+def machine_of(subdir: str, cuda: str | None, path: Path = REQUESTS_FILE) -> Machine:
+    """The table's plain machine of ``subdir`` with an NVIDIA driver of CUDA ``cuda`` (None: none), by the
+    table's naming: ``linux-64``, ``linux-64 cuda12.9``. The rehearsal's solver pick runs there."""
+    name = subdir if cuda is None else f"{subdir} cuda{cuda}"
     machines, _ = load_requests(path)
     found = next((machine for machine in machines if machine.name == name), None)
     if found is None or found.subdir != subdir:
         raise ToolError(
             f"{path.name} has no machine named {name!r} (subdir {subdir}): add its row with the virtual "
-            f"packages conda detects on {subdir}" + (f" with a CUDA {cuda} driver" if cuda != "None" else "")
+            f"packages conda detects on {subdir}" + (f" with a CUDA {cuda} driver" if cuda else "")
         )
     return found
 

@@ -44,8 +44,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock_tools.ci.ci_files import summarize
 from feedstock_tools.common import config_selector, inputs
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT, import_megabuild
@@ -55,6 +55,7 @@ from feedstock_tools.proofs.runtime_libraries import SHLIB_EXT
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")
 _megabuild_errors = import_megabuild("errors")
+_atomic_file = import_megabuild("atomic_file")
 UpstreamTrees = _staging.UpstreamTrees
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 
@@ -147,7 +148,7 @@ def write_file_list(wheel: Path, destination: Path, provenance: str) -> int:
     data = ("\n".join(lines) + "\n").encode()
     if destination.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
-    destination.write_bytes(data)
+    _atomic_file.write_bytes(destination, data)
     return len(files)
 
 
@@ -330,7 +331,7 @@ def wheel_cuda_version(wheel: Path) -> str:
     return match["version"] if match else "None"
 
 
-def find_config(wheel: Path, tag: WheelTag) -> Path:
+def find_config(wheel: Path, tag: WheelTag) -> Configuration:
     """The ``.ci_support`` configuration of the wheel's target: its subdir and CUDA version, generic BLAS
     where the platform has both (win-64 builds MKL only), chosen as ``--platform``/``--cuda``/``--blas``
     choose."""
@@ -341,22 +342,25 @@ def find_config(wheel: Path, tag: WheelTag) -> Path:
         config_selector.ConfigFilter(**fields),
     ]
     return config_selector.resolve_by_fields(
-        CI_SUPPORT, preferred, summarize, "--config (the one to check the linkage against)"
+        CI_SUPPORT, preferred, "--config (the one to check the linkage against)"
     )
 
 
 def run(
-    wheel: Path, work: Path, config: Path | None = None, reader: linkage.BinaryReader = linkage.read_binary
+    wheel: Path,
+    work: Path,
+    config: Configuration | None = None,
+    reader: linkage.BinaryReader = linkage.read_binary,
 ) -> str:
     """Lay out, stage, merge and check ``wheel``; the report (tables and linkage summary) as text.
 
-    ``config``: the ``.ci_support`` file whose rendered recipe gives each package's run requirements
-    (default: :func:`find_config`); ``reader``: how a staged file's needs are read (lief)."""
+    ``config``: the ``.ci_support`` configuration whose rendered recipe gives each package's run
+    requirements (default: :func:`find_config`); ``reader``: how a staged file's needs are read (lief)."""
     if work.exists() and any(work.iterdir()):
         raise ToolError(f"work directory {work} is not empty: pass a new or empty --work directory")
     started = time.monotonic()
     tag = parse_wheel_name(wheel)
-    config = config or find_config(wheel, tag)
+    config = config if config is not None else find_config(wheel, tag)
     with staging_errors_as_tool_errors(work):
         print(f"laying out {wheel.name} as a build tree under {work / 'src'} ...", flush=True)
         trees = lay_out_wheel_as_build_tree(wheel, work / "src")
@@ -365,7 +369,8 @@ def run(
         prefixes = stage_into_prefixes(trees, tag, work)
         print(f"merging the packages into {work / 'env'} as conda install would ...", flush=True)
         merge_prefixes(prefixes, work / "env")
-        print(f"checking the linkage of every binary against the recipe for {config.name} ...", flush=True)
+        recipe_for = config.path.name
+        print(f"checking the linkage of every binary against the recipe for {recipe_for} ...", flush=True)
         specs = linkage.recipe_packages(RECIPE_DIR, config, prefixes, tag.python, tag.platform)
         report = linkage.LinkageCheck(specs, tag.platform, wheel=True, reader=reader).run()
         report.raise_for_errors()
@@ -475,7 +480,9 @@ def _main(args: argparse.Namespace) -> None:
     else:
         inputs.work_dir(args.work, "--work")
         if args.config is not None:  # the one configuration selector: a name, a part, a glob, a path
-            args.config = config_selector.resolve_one(str(args.config), CI_SUPPORT, outside=True)
+            args.config = read_configuration(
+                config_selector.resolve_one(str(args.config), CI_SUPPORT, outside=True)
+            )
     if args.file_list is not None:
         count = write_file_list(args.wheel, args.file_list, args.provenance)
         print(f"wrote the {count} files of {args.wheel.name} to {args.file_list}")

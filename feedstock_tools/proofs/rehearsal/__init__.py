@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from feedstock_tools.ci.ci_files import summarize
 from feedstock_tools.common import config_selector, inputs
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import harness, report
-from feedstock_tools.proofs.rehearsal.plan import load_config
 
 CI_SUPPORT = harness.REPO_ROOT / ".ci_support"
 
@@ -82,26 +82,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
-def configurations(only: config_selector.ConfigFilter) -> list[Path]:
-    return config_selector.kept_files(CI_SUPPORT, only, summarize)
-
-
-def resolve_config(name: str | None, only: config_selector.ConfigFilter | None = None) -> Path:
+def resolve_config(name: str | None, only: config_selector.ConfigFilter | None = None) -> Configuration:
     """CONFIG by the one selector (a name, a unique part, a glob matching one, a .yaml path anywhere)
     among the configurations the filters keep; none: the first linux-64 CUDA one of them."""
     only = only or config_selector.ConfigFilter()
     if name is not None and config_selector.is_path(name):
         if only:
             raise ToolError(f"{name} names one file: --platform/--cuda/--blas apply to configuration names")
-        return config_selector.resolve_one(name, CI_SUPPORT, outside=True)
-    configs = {path.stem: path for path in configurations(only)}
+        return read_configuration(config_selector.resolve_one(name, CI_SUPPORT, outside=True))
+    configs = {config.name: config for config in config_selector.kept(CI_SUPPORT, only)}
     if name is not None:
         return configs[config_selector.select_one(list(configs), name)]
-    for path in configs.values():
-        values = load_config(path)
-        if path.name.startswith("linux_64") and values.get("cuda_compiler_version", ["None"])[0] != "None":
-            return path
-    return next(iter(configs.values()))
+    linux_64_cuda = (c for c in configs.values() if c.target_platform == "linux-64" and c.cuda is not None)
+    return next(linux_64_cuda, next(iter(configs.values())))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,13 +105,14 @@ def run(args: argparse.Namespace) -> int:
     if args.cache_dir is not None:
         inputs.work_dir(args.cache_dir, "--cache-dir")
     if args.list:
-        for path in configurations(only):
-            print(path.stem)
+        for config in config_selector.kept(CI_SUPPORT, only):
+            print(config.name)
         return 0
     started = time.monotonic()
     config = resolve_config(args.config, only)
     rehearsal = harness.Rehearsal(
-        config,
+        config.path,
+        configuration=config,
         work_root=args.work_dir,
         recipe_dir=args.recipe_dir,
         standin=args.standin,
@@ -127,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         fresh_work_dir=args.fresh_work_dir,
         cache_root=args.cache_dir,
     )
-    print(f"rehearsal of {config.name}: work directory {rehearsal.dir}")
+    print(f"rehearsal of {config.path.name}: work directory {rehearsal.dir}")
     target = rehearsal.target
     if target.subdir != harness.local_subdir():
         print(
@@ -161,7 +155,8 @@ def conclude(rehearsal: harness.Rehearsal, phases: dict[str, float]) -> report.O
     with timed(phases, "linkage checks"):
         linkage_checks = report.linkage_checks(rehearsal)
     summary = print_summary(rehearsal, checks, phases, linkage_checks)
-    (rehearsal.dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary_text = json.dumps(summary, indent=2) + "\n"
+    import_megabuild("atomic_file").write_text(rehearsal.dir / "summary.json", summary_text)
     return report.Outcome(
         [step.label for step in rehearsal.steps],
         list(rehearsal.results),

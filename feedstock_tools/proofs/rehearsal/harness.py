@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 
 from feedstock_tools.common import interruption
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.common.run_lock import RunLock
@@ -158,6 +159,8 @@ class Rehearsal:
     fresh_work_dir: bool = False
     # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
     cache_root: Path | None = None
+    # the configuration at config_path when the caller has read it already (default: read here)
+    configuration: Configuration | None = None
     steps: list[Step] = field(init=False)
     target: targets.Target = field(init=False)
     skipped: list[Step] = field(init=False, default_factory=list)
@@ -173,7 +176,9 @@ class Rehearsal:
             raise ToolError(
                 f"{self.recipe_dir}/build.sh is missing; the rehearsal runs the recipe's build.sh"
             )
-        self.steps = plan_steps(self.config_path, self.recipe_dir)
+        if self.configuration is None:
+            self.configuration = read_configuration(self.config_path)
+        self.steps = plan_steps(self.configuration, self.recipe_dir)
         self.standin = standins.resolve(self.standin, (n for s in self.steps for n in s.host_names()))
         if self.reverse_variants:
             self.steps = reversed_variants(self.steps)
@@ -188,7 +193,7 @@ class Rehearsal:
     # ---- layout ------------------------------------------------------------------------------------------
     @cached_property
     def name(self) -> str:
-        return work_name(self.config_path)
+        return work_name(self.configuration)  # read in __post_init__
 
     @property
     def dir(self) -> Path:

@@ -8,15 +8,12 @@ environment sees them, the host requirements to provide, the Python of the step)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from feedstock_tools.common.configuration import Configuration, PythonVersion
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.path_safety import component
 
 TOP_LEVEL_NAME = "libtorch-split"
@@ -61,75 +58,39 @@ class Step:
         return [spec.split()[0] for spec in self.build if spec.strip()]
 
 
-def work_name(config_path: Path) -> str:
+def work_name(config: Configuration) -> str:
     """A short directory name for a configuration: ``linux-64_generic_cuda12.9``, ``linux-64_mkl_cpu``,
     ``linux-aarch64_generic_cuda12.9_tegra``."""
-    config = load_config(config_path)
-
-    def first(key: str, default: str) -> str:
-        return (config.get(key) or [default])[0]
-
-    cuda = first("cuda_compiler_version", "None")
-    flavour = "cpu" if cuda == "None" else f"cuda{cuda}"
+    flavour = "cpu" if config.cuda is None else f"cuda{config.cuda}"
     # linux-aarch64 CUDA 12.9 exists for servers and for Jetson: arm_variant_type tells them apart
-    if cuda != "None" and config.get("arm_variant_type"):
-        flavour += f"_{first('arm_variant_type', '')}"
+    if config.cuda is not None and config.arm_variant is not None:
+        flavour += f"_{config.arm_variant}"
     # the rehearsal deletes and recreates this directory: a value such as '12.9/../../x' must not steer it
     return component(
-        f"{first('target_platform', 'linux-64')}_{first('blas_impl', 'generic')}_{flavour}",
-        f"work directory name from {config_path.name} (target_platform, blas_impl, cuda_compiler_version, "
+        f"{config.target_platform}_{config.blas or 'generic'}_{flavour}",
+        f"work directory name from {config.path.name} (target_platform, blas_impl, cuda_compiler_version, "
         "arm_variant_type)",
     )
-
-
-def load_config(path: Path) -> dict[str, list[str]]:
-    """A `.ci_support/*.yaml` file: variant key -> list of values (strings, as conda-build reads them)."""
-    try:
-        data = yaml.load(read_text(path), Loader=yaml.BaseLoader)
-    except (OSError, yaml.YAMLError) as exc:
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ToolError(f"cannot read {path}: {first_line}; pass a .ci_support/<name>.yaml file") from exc
-    if not isinstance(data, dict):
-        raise ToolError(f"{path} is not a mapping of variant keys; pass a .ci_support/<name>.yaml file")
-    return {str(k): v if isinstance(v, list) else [v] for k, v in data.items()}
-
-
-def python_minor(spec: str) -> str:
-    """``"3.11.* *_cpython"`` or ``"3.11"`` -> ``"3.11"``."""
-    match = re.match(r"\s*(\d+)\.(\d+)", spec)
-    if not match:
-        raise ToolError(f"cannot read a Python version from {spec!r}; expected e.g. '3.11.* *_cpython'")
-    return f"{match.group(1)}.{match.group(2)}"
-
-
-def python_min(config: Mapping[str, Sequence[str]]) -> str:
-    if config.get("python_min"):
-        return python_minor(config["python_min"][0])
-    if config.get("python"):
-        return min((python_minor(v) for v in config["python"]), key=lambda v: tuple(map(int, v.split("."))))
-    raise ToolError("the configuration has neither python_min nor python; re-render .ci_support/")
 
 
 def _names(specs: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(spec.split()[0] for spec in specs or () if spec.strip())
 
 
-def plan_steps(config_path: Path, recipe_dir: Path) -> list[Step]:
+def plan_steps(config: Configuration, recipe_dir: Path) -> list[Step]:
     """All steps for one configuration, top-level first, then the outputs in conda-build's build order."""
     from feedstock_tools.conda.recipe_render import render_recipe
     from feedstock_tools.proofs.rehearsal.target import target_for
 
-    config = load_config(config_path)
     # conda-build renders on the machine that builds: osx-64's cross-python lines need osx-arm64 there
-    target = (config.get("target_platform") or ["linux-64"])[0]
-    machine = target_for(target, recipe_dir.parent).build_subdir
-    rendered = render_recipe(recipe_dir, config_path, build_subdir=machine)
+    machine = target_for(config.target_platform, recipe_dir.parent).build_subdir
+    rendered = render_recipe(recipe_dir, config, build_subdir=machine)
     if rendered.top_level is None:
-        raise ToolError(f"the recipe skips {config_path.name} (build/skip is true); pick another config")
-    pass1 = python_min(config)
+        raise ToolError(f"the recipe skips {config.path.name} (build/skip is true); pick another config")
+    pass1 = config.python_min
     # conda-build exports the whole variant (every key with its value for this loop), not only used keys.
-    base = {key: values[0] for key, values in config.items() if values and isinstance(values[0], str)}
-    base["python"] = next((v for v in config.get("python", []) if python_minor(v) == pass1), f"{pass1}.*")
+    base = {key: values[0] for key in config if (values := config.values_of(key))}
+    base["python"] = next((p.spec for p in config.pythons if p.version == pass1), f"{pass1}.*")
     top = rendered.top_level
     steps = [
         Step(
@@ -171,5 +132,5 @@ def _host_python(host: Sequence[str], variant_python: str) -> str | None:
     for spec in host:
         words = spec.split()
         if words and words[0] == "python":
-            return python_minor(words[1] if len(words) > 1 else variant_python)
+            return PythonVersion.parse(words[1] if len(words) > 1 else variant_python).version
     return None

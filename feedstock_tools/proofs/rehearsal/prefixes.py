@@ -29,6 +29,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 
 _staging = import_megabuild("staging")
+_atomic_file = import_megabuild("atomic_file")
 
 # conda-forge package name -> PyPI distribution, for the host requirements that are Python packages. The
 # others (C++ libraries, compilers' run-times, pybind11-abi, ...) have nothing for the stand-in to use and
@@ -137,7 +138,7 @@ def cache_lock(cache_dir: Path, on_wait: Callable[[str], None] | None = None) ->
     """Serialises cache writers: two test sessions or rehearsals may start at once on one machine.
     ``on_wait`` hears once when another holds the lock (it may be making a template for minutes)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with (cache_dir / ".lock").open("w") as handle:
+    with (cache_dir / ".lock").open("a") as handle:  # a lock: nothing is written to it
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -202,7 +203,7 @@ def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[s
                 f"could not make the Python {minor} venv template ({exc.cmd[2]} failed): PyPI must be "
                 f"reachable for the first run; details in {log}"
             ) from exc
-    (template / ".complete").write_text("ok\n")
+    _atomic_file.write_text(template / ".complete", "ok\n")
 
 
 def build_prefix_template(cache_dir: Path) -> Path:

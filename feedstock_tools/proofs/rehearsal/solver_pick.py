@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from feedstock_tools.common.configuration import cuda_version
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.plan import Step
 from feedstock_tools.proofs.solve_channel import Channel, record, spec_name
@@ -50,7 +51,7 @@ def solver_pick(
         return []
     channel_of(built, target).write(scratch)
     request = Request("rehearsal", tuple(specs), (), {})
-    machine = machine_of(target, str(variant.get("cuda_compiler_version", "None")))
+    machine = machine_of(target, cuda_version(variant))
     # in a child process: py-rattler's runtime threads must not outlive a solve in this one
     # (solver_process.py, docs/failure-modes.md)
     outcome = solve_in_child(scratch, request, machine)

@@ -1,6 +1,7 @@
-"""Reading ``.ci_support/*.yaml`` and ``conda-forge.yml`` with the standard library only.
+"""Reading the YAML conda-smithy writes (.ci_support files, conda-forge.yml) with the standard library only.
 
-``build-locally.py`` must run on a bare Python (no PyYAML), so it reads the CI files with this module.
+``build-locally.py`` and ``.scripts/`` must run on a bare Python (no PyYAML), so every tool reads the CI
+files with this module (a ``.ci_support`` file through :mod:`feedstock_tools.common.configuration`).
 They are YAML of a simple shape -- block mappings, block lists (also lists of lists, as in
 ``zip_keys``), plain or quoted scalars and ``#`` comments -- which is all PyYAML's block style emits
 for them. Every scalar is returned as text, exactly like PyYAML's ``BaseLoader`` (the loader
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from feedstock_tools.common.errors import InputError
 from feedstock_tools.common.inputs import read_text
 
 Node = str | list[Any] | dict[str, Any]
@@ -22,7 +24,7 @@ Node = str | list[Any] | dict[str, Any]
 _COMMENT = re.compile(r"""(?:^|\s)#.*$""")
 
 
-class CiFileError(ValueError):
+class CiFileError(InputError):
     """A file is not of the simple YAML shape this reader understands; the message names the line."""
 
 
@@ -170,49 +172,3 @@ def read(path: Path) -> dict[str, Any]:
         return parse(read_text(path))
     except CiFileError as exc:
         raise CiFileError(f"{path}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class CiConfigSummary:
-    """What ``build-locally.py --list`` shows of one configuration."""
-
-    name: str
-    target_platform: str
-    blas: str
-    cuda: str
-    pythons: tuple[str, ...]
-    docker_image: str | None
-
-    @property
-    def is_osx(self) -> bool:
-        return self.name.startswith("osx")
-
-    @property
-    def is_windows(self) -> bool:
-        return self.name.startswith("win")
-
-
-def _first(data: dict[str, Any], key: str, default: str = "") -> str:
-    value = data.get(key)
-    if isinstance(value, list) and value and isinstance(value[0], str):
-        return value[0]
-    return value if isinstance(value, str) and value else default
-
-
-def summarize(path: Path) -> CiConfigSummary:
-    """The parts of one ``.ci_support`` file a person choosing a build wants to see."""
-    data = read(path)
-    pythons = tuple(
-        ".".join(value.split(" ")[0].rstrip(".*").split(".")[:2])
-        for value in data.get("python", [])
-        if isinstance(value, str)
-    )
-    cuda = _first(data, "cuda_compiler_version", "None")
-    return CiConfigSummary(
-        name=path.stem,
-        target_platform=_first(data, "target_platform", path.stem.split("_")[0]),
-        blas=_first(data, "blas_impl", "-"),
-        cuda="CPU" if cuda == "None" else cuda,
-        pythons=pythons,
-        docker_image=_first(data, "docker_image") or None,
-    )
