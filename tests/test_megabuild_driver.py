@@ -181,13 +181,20 @@ def test_each_pass_compiles_only_its_targets(cuda_megabuild: CondaBuildDouble) -
     assert magma["objects_by_target"]["torch_cuda_linalg"] == pass1["objects_by_target"]["torch_cuda_linalg"]
     assert magma["targets_rebuilt"] == ["lib/libtorch_cuda_linalg.so"]
     assert "USE_MAGMA: BOOL='OFF' -> BOOL='ON'" in magma["cache_changes"]
-    for python in (others[0], first):
-        record = passes[f"4 pytorch (py{python})"]
-        # 2.13.0's Python-linked targets: torch_python, the CMake-built _C, nnapi_backend (not on Darwin)
-        assert set(record["objects_by_target"]) == {"torch_python", "_C", "nnapi_backend"}
-        for target in ("torch_python", "_C", "nnapi_backend"):
-            assert record["objects_by_target"][target] == pass1["objects_by_target"][target]
-        assert record["unexpected_objects"] == []
+    record = passes[f"4 pytorch (py{others[0]})"]
+    # 2.13.0's Python-linked targets: torch_python, the CMake-built _C, nnapi_backend (not on Darwin)
+    assert set(record["objects_by_target"]) == {"torch_python", "_C", "nnapi_backend"}
+    for target in ("torch_python", "_C", "nnapi_backend"):
+        assert record["objects_by_target"][target] == pass1["objects_by_target"][target]
+    assert record["unexpected_objects"] == []
+    # back to pass 1's Python after another one's: its Python-linked products were kept, nothing compiles
+    # (megabuild/python_products.py; expected targets none, so MEGABUILD_STRICT would stop a compile)
+    back = passes[f"4 pytorch (py{first})"]
+    assert (back["objects_compiled"], back["targets_rebuilt"], back["expected_targets"]) == ([], [], [])
+    total = sum(len(r["objects_compiled"]) for r in passes.values())
+    assert total == sum(pass1["objects_by_target"].values()) + sum(magma["objects_by_target"].values()) + sum(
+        record["objects_by_target"].values()
+    )
     assert passes["2 libtorch"]["objects_compiled"] == []
     assert passes["3 libtorch-cuda-linalg (nomagma)"]["objects_compiled"] == []
 
