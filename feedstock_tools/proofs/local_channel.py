@@ -52,7 +52,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -485,18 +485,21 @@ def magma_packages(
 # ---- the channel -------------------------------------------------------------------------------------
 
 
-def make_channel(plan: ChannelPlan, cache_dir: Path, log: Path) -> Path:
+def make_channel(
+    plan: ChannelPlan, cache_dir: Path, log: Path, progress: Callable[[str], None] = lambda line: None
+) -> Path:
     """The channel for this plan, made once: ``<cache_dir>/channel-<hash>`` (its ``linux-64/`` holds the
-    packages and ``repodata.json``)."""
+    packages and ``repodata.json``); ``progress`` hears of each step while one is made."""
     channel = cache_dir / f"channel-{plan.key()}"
     if (channel / ".complete").exists():
         return channel
+    progress(f"      making {channel.name} (log: {log}), once the cache's lock is free")
     with prefixes.cache_lock(cache_dir):
         if (channel / ".complete").exists():
             return channel
         staging = Path(tempfile.mkdtemp(prefix=".channel-", dir=cache_dir))
         try:
-            _fill_channel(plan, staging, cache_dir, log)
+            _fill_channel(plan, staging, cache_dir, log, progress)
             (staging / ".complete").write_text("ok\n")
             shutil.rmtree(channel, ignore_errors=True)
             staging.rename(channel)
@@ -505,7 +508,9 @@ def make_channel(plan: ChannelPlan, cache_dir: Path, log: Path) -> Path:
     return channel
 
 
-def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) -> None:
+def _fill_channel(
+    plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path, progress: Callable[[str], None]
+) -> None:
     from rattler.index import index_fs
 
     out = channel / SUBDIR
@@ -515,6 +520,7 @@ def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) 
     drafts: list[PackageDraft] = []
     done: set[str] = {"python", "python_abi"}
     for minor, glob in sorted(plan.pythons.items()):
+        progress(f"      Python {minor}: the interpreter and the wheels of its packages, compiled to .pyc")
         drafts += python_packages(minor, glob)
         pip_names = sorted({prefixes.PYPI_NAMES[n] for n in plan.needs if n in prefixes.PYPI_NAMES})
         pip_reqs = prefixes.pip_requirements(
@@ -544,6 +550,7 @@ def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) 
             continue
         for build in build_strings(specs):
             drafts.append(PackageDraft(name, versions[name], build))
+    progress(f"      writing {len(drafts)} packages")
     for draft in drafts:
         try:
             write_package(draft, out)
