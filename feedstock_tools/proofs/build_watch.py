@@ -36,6 +36,7 @@ class BuildWatch:
     progress: Callable[[str], None] = print
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     output: str = "?"  # the output being built, from the driver's first line (PKG_NAME=...)
+    last_line: str = ""  # the builder's last line so far, for the heartbeat
     _shown: set[str] = field(default_factory=set)
     _offset: int = 0
 
@@ -55,7 +56,8 @@ class BuildWatch:
                     if self.poll():
                         said = now
                     elif now - said > self.heartbeat_seconds:
-                        self.progress(f"      ... {now - started:.0f} s, output {self.output}")
+                        where = f"output {self.output}" if self.output != "?" else self.last_line[:100]
+                        self.progress(f"      ... {now - started:.0f} s: {where}")
                         said = now
         self.poll()
         return process.returncode
@@ -64,6 +66,7 @@ class BuildWatch:
         """Print what is new: the output being built, each finished pass; whether anything was."""
         said = False
         for line in self._new_lines():
+            self.last_line = line.strip() or self.last_line
             found = _PKG_NAME.search(line)
             if found and found[1] != self.output:
                 self.output = found[1]

@@ -127,8 +127,9 @@ def prepare_recipe(
     text = with_source(text, source)
     text = without_block(text, "  license_file:")
     text, left_out = without_tests(text, skips)
+    text, missing = without_missing_source_files(text, source)
     (destination / "meta.yaml").write_text(text, encoding="utf-8")
-    return destination, left_out
+    return destination, [*left_out, *missing]
 
 
 def with_source(text: str, source: Path) -> str:
@@ -160,6 +161,31 @@ def without_block(text: str, key_line: str) -> str:
             break
         end += 1
     return "".join(lines[:start] + lines[end:])
+
+
+def without_missing_source_files(text: str, source: Path) -> tuple[str, list[LeftOut]]:
+    """meta.yaml without the test ``source_files`` entries ``source`` lacks: conda-build stops on one ("Did
+    not find any source_files for test with pattern test", measured with 26.7.1), rattler-build copies
+    nothing for it. The stand-in has no ``test/`` (upstream's own test suite, which only
+    run_upstream_tests.py reads, a command left out for it)."""
+    lines = text.splitlines(keepends=True)
+    kept: list[str] = []
+    left_out: list[LeftOut] = []
+    output, under = "", None
+    for line in lines:
+        match = _OUTPUT.match(line)
+        output = match[1] if match else output
+        indent = len(line) - len(line.lstrip())
+        if line.strip() == "source_files:":
+            under = indent
+        elif under is not None and line.strip() and indent <= under:
+            under = None
+        item = line.strip()[2:].split("#")[0].strip() if _LIST_ITEM.match(line) else ""
+        if under is not None and item and not any(source.glob(item.rstrip("/"))):
+            left_out.append(LeftOut(output, f"source_files: {item}"))
+            continue
+        kept.append(line)
+    return "".join(kept), left_out
 
 
 def without_tests(text: str, skips: Mapping[str, Sequence[tuple[str, str]]]) -> tuple[str, list[LeftOut]]:
