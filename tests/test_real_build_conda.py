@@ -157,8 +157,7 @@ def test_a_failed_build_is_one_line_naming_the_output_and_leaves_no_packages(tmp
     packages.mkdir(parents=True)
     (packages / "libtorch-2.13.0-x_0.conda").write_bytes(b"")
     watch = BuildWatch("conda-build", tmp_path, log, progress=lambda line: None)
-    watch.poll()
-    line = watch.failure("cfg", packages, [])
+    line = watch.failure("cfg", packages)
     assert line.startswith(
         "conda-build failed on output pytorch of cfg (step: build): megabuild error: SP_DIR="
     )
@@ -167,9 +166,11 @@ def test_a_failed_build_is_one_line_naming_the_output_and_leaves_no_packages(tmp
     # rattler-build keeps the build scripts' logs in its work directories: the output is read from there
     script_log = tmp_path / "conda_build.log"
     script_log.write_text("[megabuild] PKG_NAME=libtorch-cuda-linalg SRC_DIR=/w\n")
-    other = BuildWatch("rattler-build", tmp_path, tmp_path / "empty.log", progress=lambda line: None)
+    other = BuildWatch(
+        "rattler-build", tmp_path, tmp_path / "empty.log", lambda line: None, lambda: [script_log]
+    )
     (tmp_path / "empty.log").write_text("Error: Script failed to execute\n")
-    line = other.failure("cfg", packages, [script_log])
+    line = other.failure("cfg", packages)
     assert line.startswith("rattler-build failed on output libtorch-cuda-linalg of cfg (step: build): Error:")
     assert f"read {script_log}," in line
 
@@ -195,3 +196,27 @@ def test_conda_build_builds_and_tests_the_cpu_configuration(tmp_path: Path) -> N
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
     done, minimum = real_build.compile_work_ratio(outcome.passes, linked, variant["python_min"][0])
     assert done == minimum
+
+
+def test_two_builders_packages_are_compared_file_by_file(tmp_path: Path) -> None:
+    from feedstock_tools.proofs import local_channel, package_diff
+
+    def package(side: str, build: str, files: dict[str, bytes]) -> Path:
+        (tmp_path / side).mkdir(exist_ok=True)
+        draft = local_channel.PackageDraft("libtorch", "2.13.0", build, files=dict(files))
+        return local_channel.write_package(draft, tmp_path / side)
+
+    same = {"lib/libc10.so": b"\x7fELF", "include/c10/c10.h": b"//"}
+    ours = [package("cb", "cpu_generic_h1234567_0", same)]
+    theirs = [package("rb", "cpu_generic_h89abcde_0", {**same, "lib/python3.10/x/__pycache__/y.pyc": b"."})]
+    differences = package_diff.compare(ours, theirs)
+    assert [(d.key, d.only_first, d.only_second, d.common) for d in differences] == [
+        ("libtorch 2.13.0 cpu_generic_h*_0", (), ("lib/python3.10/x/__pycache__/y.pyc",), 2)
+    ]
+    assert package_diff.describe(differences, "cb", "rb") == [
+        "libtorch 2.13.0 cpu_generic_h*_0: 2 files in both, 0 only in cb's, 1 only in rb's",
+        "  only in rb's: 1 under lib/python3.10/x/ (first lib/python3.10/x/__pycache__/y.pyc)",
+    ]
+    assert package_diff.describe(package_diff.compare(ours, ours), "a", "b") == [
+        "libtorch 2.13.0 cpu_generic_h*_0: the same 2 files"
+    ]

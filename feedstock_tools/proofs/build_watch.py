@@ -34,6 +34,9 @@ class BuildWatch:
     reports: Path  # where REPORT_WRAPPER copies each pass's report
     log: Path  # the builder's stdout and stderr
     progress: Callable[[str], None] = print
+    # the build scripts' logs a builder keeps elsewhere, newest last (rattler-build: conda_build.log in each
+    # work directory; its own output names no output)
+    script_logs: Callable[[], list[Path]] = list
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     output: str = "?"  # the output being built, from the driver's first line (PKG_NAME=...)
     last_line: str = ""  # the builder's last line so far, for the heartbeat
@@ -56,7 +59,11 @@ class BuildWatch:
                     if self.poll():
                         said = now
                     elif now - said > self.heartbeat_seconds:
-                        where = f"output {self.output}" if self.output != "?" else self.last_line[:100]
+                        where = (
+                            f"output {self.output}"
+                            if self.output != "?"
+                            else self.last_line[:100] or "starting"
+                        )
                         self.progress(f"      ... {now - started:.0f} s: {where}")
                         said = now
         self.poll()
@@ -65,13 +72,16 @@ class BuildWatch:
     def poll(self) -> bool:
         """Print what is new: the output being built, each finished pass; whether anything was."""
         said = False
-        for line in self._new_lines():
-            self.last_line = line.strip() or self.last_line
-            found = _PKG_NAME.search(line)
-            if found and found[1] != self.output:
-                self.output = found[1]
-                self.progress(f"      building {self.output} ...")
-                said = True
+        names = [found[1] for line in self._new_lines() if (found := self._read(line))]
+        logs = self.script_logs()
+        if logs:
+            with logs[-1].open("rb") as handle:
+                handle.seek(max(0, logs[-1].stat().st_size - 65536))
+                names += _PKG_NAME.findall(handle.read().decode(errors="replace"))
+        if names and names[-1] != self.output:
+            self.output = names[-1]
+            self.progress(f"      building {self.output} ...")
+            said = True
         for path in sorted(self.reports.glob("*.json")):
             if path.name in self._shown:
                 continue
@@ -82,23 +92,27 @@ class BuildWatch:
             said = True
         return said
 
-    def failure(self, config: str, packages: Path, logs: list[Path]) -> str:
+    def failure(self, config: str, packages: Path) -> str:
         """One line: the output that failed, the builder's last message, the log to read. The packages
-        already built (``packages``) are removed: nothing half-made is left. ``logs``: the build scripts' logs
-        a builder keeps elsewhere (rattler-build's conda_build.log per work directory), newest last."""
-        lines = [line.strip() for line in self.log.read_text(errors="replace").splitlines() if line.strip()]
+        already built (``packages``) are removed: nothing half-made is left."""
+        self.poll()
+        text = self.log.read_text(errors="replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
         errors = [line for line in lines if "error" in line.lower()]
         last = (errors or lines or ["no output"])[-1]
-        where = self.log
-        if self.output == "?" and logs:
-            found = _PKG_NAME.findall(logs[-1].read_text(errors="replace"))
-            self.output, where = (found[-1] if found else "?"), logs[-1]
+        logs = self.script_logs()
+        # rattler-build's own output names no output: its build script's log does
+        where = logs[-1] if logs and not _PKG_NAME.search(text) else self.log
         shutil.rmtree(packages, ignore_errors=True)
         step = "test" if any(line.startswith(("TEST START", "Testing")) for line in lines[-200:]) else "build"
         return (
             f"{self.builder} failed on output {self.output} of {config} (step: {step}): {last[:300]}; "
             f"read {where}, fix the recipe or the driver and run again"
         )
+
+    def _read(self, line: str) -> re.Match[str] | None:
+        self.last_line = line.strip() or self.last_line
+        return _PKG_NAME.search(line)
 
     def _new_lines(self) -> list[str]:
         try:

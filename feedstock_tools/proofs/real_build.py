@@ -344,20 +344,13 @@ def run_build(
         ]  # fmt: skip
         command = tools.invocation(arguments_cb, overrides)
         overrides = {}
-    watch = BuildWatch(builder, reports, work_dir / f"{builder}.log", progress)
+    watch = BuildWatch(builder, reports, work_dir / f"{builder}.log", progress, lambda: _script_logs(out_dir))
     progress(f"[2/3] {builder} builds every output (log: {watch.log})")
     started = time.monotonic()
     returncode = watch.run(command, {**os.environ, **overrides}, work_dir)
     build_seconds = time.monotonic() - started
     if returncode != 0:
-        script_logs = sorted(
-            [
-                *out_dir.glob("bld/*/work/conda_build.log"),
-                *out_dir.glob("build_cache/*/work_dir/conda_build.log"),
-            ],
-            key=lambda path: path.stat().st_mtime,
-        )
-        raise ToolError(watch.failure(ci_support.name, out_dir / subdir, script_logs))
+        raise ToolError(watch.failure(ci_support.name, out_dir / subdir))
     passes = passes_from_reports(reports)
     return BuildOutcome(
         config=ci_support.name,
@@ -394,6 +387,16 @@ def buildable_config(ci_support: Path, pythons: Sequence[str] | None) -> dict[st
             f"{ci_support.stem})"
         )
     return config
+
+
+def _script_logs(out_dir: Path) -> list[Path]:
+    """rattler-build's logs of the build scripts, one per work directory, newest last (conda-build's are in
+    its own output)."""
+    found = [
+        *out_dir.glob("bld/*/work/conda_build.log"),
+        *out_dir.glob("build_cache/*/work_dir/conda_build.log"),
+    ]
+    return sorted(found, key=lambda path: path.stat().st_mtime)
 
 
 def _pythons(config: Mapping[str, Any]) -> list[str]:
