@@ -41,6 +41,7 @@ class BuildWatch:
     output: str = "?"  # the output being built, from the driver's first line (PKG_NAME=...)
     last_line: str = ""  # the builder's last line so far, for the heartbeat
     _shown: set[str] = field(default_factory=set)
+    _announced: set[str] = field(default_factory=set)
     _offset: int = 0
 
     def run(self, command: list[str], env: Mapping[str, str], cwd: Path) -> int:
@@ -78,8 +79,11 @@ class BuildWatch:
             with logs[-1].open("rb") as handle:
                 handle.seek(max(0, logs[-1].stat().st_size - 65536))
                 names += _PKG_NAME.findall(handle.read().decode(errors="replace"))
-        if names and names[-1] != self.output:
+        # each name once: rattler-build's work directory of an output starts with a copy of the staging's log,
+        # and one output's variants follow each other (each pass's line below names its Python)
+        if names and names[-1] not in self._announced:
             self.output = names[-1]
+            self._announced.add(self.output)
             self.progress(f"      building {self.output} ...")
             said = True
         for path in sorted(self.reports.glob("*.json")):
