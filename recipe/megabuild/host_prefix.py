@@ -12,15 +12,16 @@ packages, nor an ``SP_DIR`` read from the output's Python:
   not the output's Python (``conda_build/utils.py`` 995-1010 ``get_stdlib_dir``, called by
   ``environ.py`` 422-437 ``python_vars``); ``PY_VER`` is the variant's Python (same function).
 
-So pass 1 records the files it added under the host prefix's Python directories and fails when there are
-any; every later pass refuses a host prefix holding one of them (a package would carry another Python's
-files, or ``SP_DIR`` would name pass 1's Python); a ``pytorch`` pass refuses an ``SP_DIR`` or ``PY_VER``
-that is not its own Python's. The driver itself runs Python with ``PYTHONDONTWRITEBYTECODE=1``
-(environment.py), the usual way such files appear.
+So pass 1 fails when it added files under the host prefix's Python directories; every later pass refuses a
+host prefix holding files there that none of its packages installed (their records, ``conda-meta/*.json``:
+the package would carry them, or ``SP_DIR`` would name their Python); a ``pytorch`` pass refuses an
+``SP_DIR`` or ``PY_VER`` that is not its own Python's. The driver itself runs Python with
+``PYTHONDONTWRITEBYTECODE=1`` (environment.py), the usual way such files appear.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Collection
 from pathlib import Path
@@ -62,14 +63,38 @@ def check_pass1_added_none(build: CondaBuild, added: Collection[str]) -> None:
         )
 
 
-def check_no_pass1_files(build: CondaBuild, added: Collection[str]) -> None:
-    """An output's host prefix must not hold what pass 1 added there (a builder copied it in)."""
-    present = sorted(rel for rel in added if os.path.lexists(build.prefix / rel))
-    if present:
+def owned_files(build: CondaBuild) -> set[str] | None:
+    """The files the host prefix's installed packages list (``conda-meta/*.json`` ``files``, which conda and
+    rattler write alike); None when the prefix holds no package record (not made by an installer: nothing to
+    judge by)."""
+    records = sorted((build.prefix / "conda-meta").glob("*.json"))
+    if not records:
+        return None
+    owned: set[str] = set()
+    for record in records:
+        try:
+            files = json.loads(record.read_text(encoding="utf-8")).get("files", [])
+        except (OSError, ValueError) as exc:
+            raise MegabuildError(f"{record} is no package record ({exc}): a damaged host prefix") from None
+        owned.update(str(path).replace("\\", "/") for path in files)
+    return owned
+
+
+def check_no_foreign_python_files(build: CondaBuild) -> None:
+    """An output's host prefix must hold under its Python directories only what its packages installed:
+    anything else a builder copied in (conda-build: the top-level build's files) would be packaged by
+    rattler-build, or name SP_DIR under conda-build."""
+    owned = owned_files(build)
+    if owned is None:
+        return
+    foreign = sorted(python_tree_files(build) - owned)
+    if foreign:
         raise MegabuildError(
-            f"{build.pkg_name}: the host prefix holds {len(present)} file(s) pass 1 wrote into its own, "
-            f"first {build.prefix / present[0]}: the package would carry another output's Python files (or "
-            f"SP_DIR name pass 1's Python, {UTILS_SP_DIR}); keep the top-level build from writing there"
+            f"{build.pkg_name}: the host prefix holds {len(foreign)} file(s) under its Python directories "
+            f"that no package of it installed, first {build.prefix / foreign[0]}: the package would carry "
+            f"them (rattler-build) or SP_DIR name their Python ({UTILS_SP_DIR}); pass 1 or a tool it ran "
+            f"wrote them into the top-level build's host prefix ({BUILD_PY_RESTORE} copies them into every "
+            "output's): keep the build from writing into $PREFIX"
         )
 
 

@@ -35,7 +35,7 @@ from megabuild.conda_env import CondaBuild
 from megabuild.cross import use_build_machine_protoc
 from megabuild.errors import MegabuildError
 from megabuild.host_prefix import (
-    check_no_pass1_files,
+    check_no_foreign_python_files,
     check_output_python,
     check_pass1_added_none,
     python_tree_files,
@@ -75,7 +75,6 @@ STATE_FILE = "pass1.json"
 SAVED_CACHE = "CMakeCache.pass1.txt"
 SAVED_LINALG = "linalg-nomagma"  # an install-tree-shaped directory: lib/libtorch_cuda_linalg.so
 RETARGETED = "retargeted-python.json"  # the Python the last cache edit named (written before the edit)
-HOST_FILES_ADDED = "host_python_files_added"  # pass1.json: what pass 1 added below lib/python*/ (none)
 
 
 T = TypeVar("T")
@@ -185,7 +184,7 @@ def run(
     fresh = build.pkg_name == TOP_LEVEL
     if not fresh:
         report.load(build.build_dir)  # a corrupt report is an error now, not after the build
-        check_no_pass1_files(build, load_pass1_state(build).get(HOST_FILES_ADDED, []))
+        check_no_foreign_python_files(build)
     with ExitStack() as cleanup:
         context = PassContext(build, env, options, cleanup, kind=kind)
         if fresh:
@@ -308,7 +307,6 @@ def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) 
             "reconfigure_inputs": _digests(environment.reconfigure_inputs(ctx.env)),
             "python": python.short,
             "libtorch_manifest": manifest,
-            HOST_FILES_ADDED: added,
         }
         (scratch / STATE_FILE).write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
         # the Python-linked products in the build directory are pass 1's Python's (python_products.py)

@@ -417,8 +417,17 @@ class Rehearsal:
             magma = magma or brings_libmagma(installed.step)
         if magma:
             self.install_magma(self.prefix)
+        self.write_package_record(step)
         if step.name != TOP_LEVEL_NAME:
             self.restore_pass1_host_files()
+
+    def write_package_record(self, step: Step) -> None:
+        """What an installer leaves in ``conda-meta/``: a record listing the files it installed (conda's and
+        rattler's records have ``files``; the driver judges the host prefix by them, host_prefix.py). One
+        record for everything the step's host requirements brought."""
+        installed = sorted(f for f in prefixes.prefix_files(self.prefix) if not f.startswith("conda-meta/"))
+        record = {"name": f"rehearsal-host-of-{step.label}", "version": "0", "build": "0", "files": installed}
+        (self.prefix / "conda-meta" / f"{record['name']}-0-0.json").write_text(json.dumps(record) + "\n")
 
     def restore_pass1_host_files(self) -> None:
         """conda-build backs up the files the top-level build added to the host prefix (build.py 2640-2648)
