@@ -106,10 +106,13 @@ def check_output_python(build: CondaBuild, target: PythonFacts) -> None:
             "variant and its host Python disagree; check the output's python requirement"
         )
     if build.windows:
-        expected = build.prefix / "Lib" / "site-packages"
+        # no version in the path (%PREFIX%\Lib\site-packages): the interpreter's site-packages judges
+        expected = Path(target.platlib)
+        same = build.sp_dir is not None and _same_path(build.sp_dir, expected)
     else:
         expected = build.prefix / "lib" / Path(target.stdlib).name / "site-packages"
-    if build.sp_dir != expected:
+        same = build.sp_dir == expected
+    if not same:
         own = expected.parent.name
         others = sorted(p.name for p in (build.prefix / "lib").glob("python?.*") if p.name != own)
         raise MegabuildError(
@@ -118,3 +121,7 @@ def check_output_python(build: CondaBuild, target: PythonFacts) -> None:
             f"({UTILS_SP_DIR}), which holds {', '.join(others) or 'no other'}; remove what put another "
             "Python's directory there (pass 1's files are copied into every output's host prefix)"
         )
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    return os.path.normcase(os.path.normpath(a)) == os.path.normcase(os.path.normpath(b))

@@ -375,9 +375,8 @@ class Rehearsal:
     def stdlib_dir(self, python: str) -> Path:
         """conda-build's STDLIB_DIR (SP_DIR is its site-packages): the first non-link ``lib/python?.*`` of
         the host prefix, sorted, whatever the output's Python, else ``lib/python<PY_VER>``
-        (conda_build/utils.py 995-1006 ``get_stdlib_dir``); Windows: ``Lib``."""
-        if self.target.windows:
-            return self.prefix / "Lib"
+        (conda_build/utils.py 995-1006 ``get_stdlib_dir``). conda-build's Windows ``Lib`` is not played: the
+        simulated win-64 host Python is a venv of this machine's (target.py), whose site-packages is there."""
         found = sorted(p for p in self.prefix.glob("lib/python?.*") if not p.is_symlink())
         return found[0] if found else self.prefix / "lib" / f"python{python}"
 
