@@ -83,7 +83,6 @@ def switch_to(build_dir: Path, state_dir: Path, python: str, targets: tuple[str,
         return Switch("in place")
     record_in_place(state_dir, None)
     keep = state_dir / KEEP_DIR
-    moved = 0
     if current is not None:
         moved = _keep(build_dir, keep, current, targets)
         say(f"kept the {moved} Python-linked products of {current} in {keep / current}")
@@ -121,11 +120,12 @@ def _keep(build_dir: Path, keep: Path, python: str, targets: tuple[str, ...]) ->
         shutil.rmtree(stale, ignore_errors=True)
     partial = keep / f".partial-{python}"
     partial.mkdir()
-    (partial / LOG_LINES).write_text("".join(entry.line() for entry in entries.values()))
+    lines = "".join(entry.line() for entry in entries.values())
+    (partial / LOG_LINES).write_text(lines, encoding="utf-8", errors="surrogateescape")
     kept_deps = {
         out: {"mtime": deps[out].mtime, "inputs": deps[out].inputs} for out in entries if out in deps
     }
-    (partial / DEPS).write_text(json.dumps(kept_deps))
+    (partial / DEPS).write_text(json.dumps(kept_deps), encoding="utf-8")
     for output in entries:
         destination = partial / FILES / output
         destination.parent.mkdir(parents=True, exist_ok=True)
