@@ -1,11 +1,14 @@
-"""A real conda builder builds the recipe: py-rattler-build builds recipe-v1/recipe.yaml offline, for one
-.ci_support configuration, against the upstream stand-in, from the local channel (local_channel.py); then
-py-rattler solves and installs the metapackage from the built packages + that channel into a fresh prefix,
-where ``import torch`` (the stand-in) must work and CMake must find Torch.
+"""A real conda builder builds the recipe, offline, for one linux-64 .ci_support configuration, against the
+upstream stand-in, from the local channel (local_channel.py): py-rattler-build builds recipe-v1/recipe.yaml
+(the default), or the real conda-build found on the machine builds recipe/meta.yaml (``--builder
+conda-build``, real_build_conda.py); then py-rattler solves and installs the metapackage from the built
+packages + that channel into a fresh prefix, where ``import torch`` (the stand-in) must work and CMake must
+find Torch.
 
     python -m feedstock_tools real-build                       # linux-64 CPU generic, Python 3.10 + 3.12
     python -m feedstock_tools real-build 'linux_64_blas_implgeneric*12.9*'   # a linux-64 CUDA one
     python -m feedstock_tools real-build --python all          # every Python of the configuration here
+    python -m feedstock_tools real-build --builder conda-build --compare     # meta.yaml, then both compared
 
 What differs from a conda-forge build, and why: the recipe's tarball source is replaced by the stand-in's
 path (its patches are for the real tarball); ``build_recipes`` is py-rattler-build's entry point that builds a
@@ -13,7 +16,7 @@ recipe's outputs in one build directory as the ``rattler-build`` command does (i
 ``run_build`` gives every output its own directory, and each then runs the staging output again: measured
 4 staging runs for 2 outputs x 2 Pythons with 0.73.0); the packages' own tests run, less the commands
 that need real PyTorch (``TESTS_THAT_NEED_REAL_PYTORCH``, printed with their reasons); every build has a
-rattler package cache of its own.
+package cache of its own. Either builder runs in a process group of its own (build_watch.py).
 """
 
 from __future__ import annotations
@@ -296,58 +299,18 @@ def run_build(
     # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
     # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
     # machine lacks; conda's override variable plays the driver, as docs/recipe.md's CONDA_OVERRIDE_CUDA
-    overrides = {"CONDA_OVERRIDE_CUDA": os.environ.get("CONDA_OVERRIDE_CUDA", cuda)} if cuda != "None" else {}
+    env = {"CONDA_OVERRIDE_CUDA": os.environ.get("CONDA_OVERRIDE_CUDA", cuda)} if cuda != "None" else {}
     skipped: list[SkippedTest] = []
+    out_dir = work_dir / "output"
+    inputs = BuildInputs(work_dir, channel, variants, subdir, test)
     if tools is None:
-        recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, reports, skipped)
-        out_dir = work_dir / "output"
-        # rattler's package cache is keyed by file name: a package rebuilt here with the same build string as
-        # one built before (by any checkout on this machine) was tested from that earlier build's extracted
-        # copy in ~/.cache/rattler/cache/pkgs (measured: a libtorch test ran the test commands of a package
-        # built five minutes earlier); each build gets a package cache of its own
-        package_cache = work_dir / "rattler-cache"
-        overrides["RATTLER_CACHE_DIR"] = str(package_cache)
-        arguments = {
-            "recipes": [str(recipe)],
-            "channel": [channel.as_uri()],
-            "variant_config": [str(variants)],
-            "output_dir": str(out_dir),
-            "target_platform": subdir,
-            "test": test,
-            "no_include_recipe": True,
-            "package_format": "conda",
-        }
-        # build_recipes is deprecated (see the module docstring)
-        command = [
-            sys.executable,
-            "-W",
-            "ignore::DeprecationWarning",
-            "-c",
-            RATTLER_CHILD,
-            json.dumps(arguments),
-        ]
+        run = rattler_build_run(inputs, v1_dir, skipped)
     else:
-        recipe_dir, left_out = real_build_conda.prepare_recipe(
-            v1_dir.parent / "recipe", work_dir / "recipe", STANDIN, TESTS_THAT_NEED_REAL_PYTORCH
-        )
-        wrap_build_script(recipe_dir, reports)
-        skipped += [SkippedTest(o.output, o.line, _reason(o.output, o.line)) for o in left_out]
-        out_dir = work_dir / "output"
-        package_cache = work_dir / "pkgs"
-        overrides |= {"CONDA_PKGS_DIRS": str(package_cache), "CONDA_ENVS_DIRS": str(work_dir / "envs")}
-        if hash_seed is not None:
-            overrides["PYTHONHASHSEED"] = str(hash_seed)
-        arguments_cb = [
-            str(recipe_dir), "-m", str(variants), "-c", channel.as_uri(), "--override-channels",
-            "--croot", str(work_dir / "croot"), "--output-folder", str(out_dir), "--no-anaconda-upload",
-            "--no-include-recipe", *(["--no-test"] if test == "skip" else []),
-        ]  # fmt: skip
-        command = tools.invocation(arguments_cb, overrides)
-        overrides = {}
+        run = conda_build_run(inputs, tools, v1_dir.parent / "recipe", skipped, hash_seed)
     watch = BuildWatch(builder, reports, work_dir / f"{builder}.log", progress, lambda: _script_logs(out_dir))
     progress(f"[2/3] {builder} builds every output (log: {watch.log})")
     started = time.monotonic()
-    returncode = watch.run(command, {**os.environ, **overrides}, work_dir)
+    returncode = watch.run(run.command, {**os.environ, **env, **run.env}, work_dir)
     build_seconds = time.monotonic() - started
     if returncode != 0:
         raise ToolError(watch.failure(ci_support.name, out_dir / subdir))
@@ -362,9 +325,81 @@ def run_build(
         passes=passes,
         log=watch.log,
         skipped_tests=skipped if test != "skip" else [],
-        package_cache=package_cache / "pkgs" if tools is None else package_cache,
+        package_cache=run.package_cache,
         builder=builder,
     )
+
+
+@dataclass(frozen=True)
+class BuilderRun:
+    """How to start one builder on a prepared recipe copy."""
+
+    command: list[str]
+    env: dict[str, str]  # set over the caller's environment
+    package_cache: Path  # where the builder extracts packages (install_and_use installs from it too)
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What either builder is given: its work directory, the local channel, the variant file."""
+
+    work_dir: Path
+    channel: Path
+    variants: Path
+    subdir: str
+    test: str  # rattler-build's test mode: native or skip
+
+
+def rattler_build_run(inputs: BuildInputs, v1_dir: Path, skipped: list[SkippedTest]) -> BuilderRun:
+    """py-rattler-build's ``build_recipes`` on a copy of the v1 recipe (prepare_recipe), in a child."""
+    work_dir = inputs.work_dir
+    recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, work_dir / "reports", skipped)
+    arguments = {
+        "recipes": [str(recipe)],
+        "channel": [inputs.channel.as_uri()],
+        "variant_config": [str(inputs.variants)],
+        "output_dir": str(work_dir / "output"),
+        "target_platform": inputs.subdir,
+        "test": inputs.test,
+        "no_include_recipe": True,
+        "package_format": "conda",
+    }
+    # rattler's package cache is keyed by file name: a package rebuilt here with the same build string as one
+    # built before (by any checkout on this machine) was tested from that earlier build's extracted copy in
+    # ~/.cache/rattler/cache/pkgs (measured: a libtorch test ran the test commands of a package built five
+    # minutes earlier); each build gets a package cache of its own
+    cache = work_dir / "rattler-cache"
+    # build_recipes is deprecated (see the module docstring)
+    command = [sys.executable, "-W", "ignore::DeprecationWarning", "-c", RATTLER_CHILD, json.dumps(arguments)]
+    return BuilderRun(command, {"RATTLER_CACHE_DIR": str(cache)}, cache / "pkgs")
+
+
+def conda_build_run(
+    inputs: BuildInputs,
+    tools: real_build_conda.CondaTools,
+    recipe_dir: Path,
+    skipped: list[SkippedTest],
+    hash_seed: int | None,
+) -> BuilderRun:
+    """The real conda-build on a copy of meta.yaml (real_build_conda.prepare_recipe), its package and
+    environment directories the build's own."""
+    work_dir = inputs.work_dir
+    copy, left_out = real_build_conda.prepare_recipe(
+        recipe_dir, work_dir / "recipe", STANDIN, TESTS_THAT_NEED_REAL_PYTORCH
+    )
+    wrap_build_script(copy, work_dir / "reports")
+    skipped += [SkippedTest(o.output, o.line, _reason(o.output, o.line)) for o in left_out]
+    cache = work_dir / "pkgs"
+    env = {"CONDA_PKGS_DIRS": str(cache), "CONDA_ENVS_DIRS": str(work_dir / "envs")}
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = str(hash_seed)
+    arguments = [
+        str(copy), "-m", str(inputs.variants), "-c", inputs.channel.as_uri(), "--override-channels",
+        "--croot", str(work_dir / "croot"), "--output-folder", str(work_dir / "output"),
+        "--no-anaconda-upload", "--no-include-recipe", *(["--no-test"] if inputs.test == "skip" else []),
+    ]  # fmt: skip
+    # the tool set's env.sh sets its own directories and PYTHONHASHSEED: ours are exported after it
+    return BuilderRun(tools.invocation(arguments, env), {}, cache)
 
 
 # py-rattler-build's entry point, run in a child process: in-process it keeps the interpreter from handling
