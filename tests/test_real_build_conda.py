@@ -155,7 +155,7 @@ def test_a_failed_build_is_one_line_naming_the_output_and_leaves_no_packages(tmp
     )
     packages = tmp_path / "output" / "linux-64"
     packages.mkdir(parents=True)
-    (packages / "libtorch-2.13.0-x_0.conda").write_bytes(b"")
+    (packages / "libtorch-1.0-x_0.conda").write_bytes(b"")
     watch = BuildWatch("conda-build", tmp_path, log, progress=lambda line: None)
     line = watch.failure("cfg", packages)
     assert line.startswith(
@@ -203,7 +203,7 @@ def test_two_builders_packages_are_compared_file_by_file(tmp_path: Path) -> None
 
     def package(side: str, build: str, files: dict[str, bytes]) -> Path:
         (tmp_path / side).mkdir(exist_ok=True)
-        draft = local_channel.PackageDraft("libtorch", "2.13.0", build, files=dict(files))
+        draft = local_channel.PackageDraft("libtorch", "1.0", build, files=dict(files))
         return local_channel.write_package(draft, tmp_path / side)
 
     same = {"lib/libc10.so": b"\x7fELF", "include/c10/c10.h": b"//"}
@@ -211,12 +211,12 @@ def test_two_builders_packages_are_compared_file_by_file(tmp_path: Path) -> None
     theirs = [package("rb", "cpu_generic_h89abcde_0", {**same, "lib/python3.10/x/__pycache__/y.pyc": b"."})]
     differences = package_diff.compare(ours, theirs)
     assert [(d.key, d.only_first, d.only_second, d.common) for d in differences] == [
-        ("libtorch 2.13.0 cpu_generic_h*_0", (), ("lib/python3.10/x/__pycache__/y.pyc",), 2)
+        ("libtorch 1.0 cpu_generic_h*_0", (), ("lib/python3.10/x/__pycache__/y.pyc",), 2)
     ]
     assert package_diff.describe(differences, "cb", "rb") == [
-        "libtorch 2.13.0 cpu_generic_h*_0: 2 files in both, 0 only in cb's, 1 only in rb's",
+        "libtorch 1.0 cpu_generic_h*_0: 2 files in both, 0 only in cb's, 1 only in rb's",
         "  only in rb's: 1 under lib/python3.10/x/ (first lib/python3.10/x/__pycache__/y.pyc)",
     ]
     assert package_diff.describe(package_diff.compare(ours, ours), "a", "b") == [
-        "libtorch 2.13.0 cpu_generic_h*_0: the same 2 files"
+        "libtorch 1.0 cpu_generic_h*_0: the same 2 files"
     ]
