@@ -181,13 +181,20 @@ def test_each_pass_compiles_only_its_targets(cuda_megabuild: CondaBuildDouble) -
     assert magma["objects_by_target"]["torch_cuda_linalg"] == pass1["objects_by_target"]["torch_cuda_linalg"]
     assert magma["targets_rebuilt"] == ["lib/libtorch_cuda_linalg.so"]
     assert "USE_MAGMA: BOOL='OFF' -> BOOL='ON'" in magma["cache_changes"]
-    for python in (others[0], first):
-        record = passes[f"4 pytorch (py{python})"]
-        # 2.13.0's Python-linked targets: torch_python, the CMake-built _C, nnapi_backend (not on Darwin)
-        assert set(record["objects_by_target"]) == {"torch_python", "_C", "nnapi_backend"}
-        for target in ("torch_python", "_C", "nnapi_backend"):
-            assert record["objects_by_target"][target] == pass1["objects_by_target"][target]
-        assert record["unexpected_objects"] == []
+    record = passes[f"4 pytorch (py{others[0]})"]
+    # 2.13.0's Python-linked targets: torch_python, the CMake-built _C, nnapi_backend (not on Darwin)
+    assert set(record["objects_by_target"]) == {"torch_python", "_C", "nnapi_backend"}
+    for target in ("torch_python", "_C", "nnapi_backend"):
+        assert record["objects_by_target"][target] == pass1["objects_by_target"][target]
+    assert record["unexpected_objects"] == []
+    # back to pass 1's Python after another one's: its Python-linked products were kept, nothing compiles
+    # (megabuild/python_products.py; expected targets none, so MEGABUILD_STRICT would stop a compile)
+    back = passes[f"4 pytorch (py{first})"]
+    assert (back["objects_compiled"], back["targets_rebuilt"], back["expected_targets"]) == ([], [], [])
+    total = sum(len(r["objects_compiled"]) for r in passes.values())
+    assert total == sum(pass1["objects_by_target"].values()) + sum(magma["objects_by_target"].values()) + sum(
+        record["objects_by_target"].values()
+    )
     assert passes["2 libtorch"]["objects_compiled"] == []
     assert passes["3 libtorch-cuda-linalg (nomagma)"]["objects_compiled"] == []
 
@@ -327,3 +334,62 @@ def test_bad_python_and_build_number_are_one_line_errors(fresh: CondaBuildDouble
     assert_error(result, f"cannot run {unrunnable}", "add it to the build requirements")
     result = fresh.run("libtorch-split", sorted(fresh.pythons)[0], PYTORCH_BUILD_NUMBER="zero")
     assert_error(result, "PYTORCH_BUILD_NUMBER='zero' is not a number")
+
+
+def run_as_provisioned(build: CondaBuildDouble, pkg_name: str, python: str | None, **extra: str):
+    """build.sh on the host prefix as it is now (the test changed it after provisioning)."""
+    return subprocess.run(
+        ["bash", str(RECIPE / "build.sh")],
+        cwd=build.src_dir,
+        env=build.env(pkg_name, python, **extra),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def last_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("megabuild error: ")
+    return last
+
+
+def test_what_conda_build_puts_into_a_host_prefix_is_checked(fresh: CondaBuildDouble) -> None:
+    """The host prefix and per-output values conda-build 26.7.1 hands a pass (megabuild/host_prefix.py):
+    pass 1 must add nothing under its Python directories (conda-build copies what it added into every
+    output's host prefix); an output's host prefix must hold nothing there its packages did not install;
+    SP_DIR and PY_VER must be those of the output's Python."""
+    first, second = sorted(fresh.pythons)[:2]
+    # a Python that writes into its prefix whenever it starts (what a run without .pyc files does)
+    fresh.provision(first)
+    site = next((fresh.prefix / "lib").glob("python3.*/site-packages"))
+    (site / "writes.pth").write_text(f"import pathlib; pathlib.Path({str(site / 'stray.txt')!r}).touch()\n")
+    error = last_error(run_as_provisioned(fresh, "libtorch-split", first))
+    assert (
+        f"pass 1 added 1 file(s) to the host prefix's Python directories, first {site / 'stray.txt'}" in error
+    )
+    check(fresh.run("libtorch-split", first))
+    # libtorch's host prefix with a package record and a file no package installed (a copy of pass 1's)
+    fresh.provision(None)
+    (fresh.prefix / "conda-meta").mkdir()
+    (fresh.prefix / "conda-meta" / "fmt-12.1.0-h0.json").write_text(
+        '{"name": "fmt", "files": ["include/x.h"]}'
+    )
+    stray = fresh.prefix / "lib" / f"python{first}" / "site-packages" / "__pycache__" / "numpy.cpython.pyc"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"")
+    error = last_error(run_as_provisioned(fresh, "libtorch", None))
+    assert (
+        f"libtorch: the host prefix holds 1 file(s) under its Python directories that no package of it "
+        f"installed, first {stray}" in error
+    )
+    # pytorch: SP_DIR taken from another Python's directory, PY_VER of another Python
+    fresh.provision(second)
+    wrong = str(fresh.prefix / "lib" / f"python{first}" / "site-packages")
+    error = last_error(run_as_provisioned(fresh, "pytorch", second, SP_DIR=wrong))
+    assert error.startswith(
+        f"megabuild error: SP_DIR={wrong} is not the site-packages of this output's Python {second}"
+    )
+    error = last_error(run_as_provisioned(fresh, "pytorch", second, PY_VER=first))
+    assert f"PY_VER={first} but PYTHON={fresh.prefix / 'bin' / 'python'} is Python {second}" in error

@@ -189,6 +189,23 @@ def test_identical_for_every_output() -> None:
         assert reconfigure_inputs(environment_for(env)) == expected
 
 
+def test_identical_for_every_output_whatever_the_builder_says_the_top_level_is() -> None:
+    """conda-build 26.7.1 sets an output's TOP_PKG_NAME to the output's own name (build.py 1747-1778: its
+    environ.get_dict, then TOP_PKG_NAME = that PKG_NAME; measured TOP_PKG_NAME=libtorch, =pytorch), and
+    rattler-build sets none: the debug map of SRC_DIR must name libtorch-split in every pass anyway (the old
+    reading of TOP_PKG_NAME made every later pass's CFLAGS differ from pass 1's: the driver stopped)."""
+    expected = reconfigure_inputs(environment_for(conda_environ()))
+    for name in ("libtorch", "libtorch-cuda-linalg", "pytorch"):
+        for top in ({"TOP_PKG_NAME": name, "TOP_PKG_VERSION": RECIPE_VERSION}, {}):
+            env = conda_environ(name, **top)
+            assert reconfigure_inputs(environment_for(env)) == expected, (name, top)
+    # a map the activation wrote for another directory stays as it was
+    env = conda_environ("pytorch", CFLAGS="-fdebug-prefix-map=/elsewhere=/usr/local/src/conda/pytorch-1")
+    assert environment_for(env)["CFLAGS"].startswith(
+        "-fdebug-prefix-map=/elsewhere=/usr/local/src/conda/pytorch-1"
+    )
+
+
 def test_conda_environment_is_read(tmp_path: Path) -> None:
     build = CondaBuild.from_environ(conda_environ(TOP_PKG_VERSION=RECIPE_VERSION))
     assert build.cuda_version == "12.9" and build.cpu_count == 8

@@ -187,23 +187,6 @@ def test_the_compile_work_ratio_counts_each_pass_once() -> None:
     assert done > minimum
 
 
-def test_a_failed_build_is_one_line_and_leaves_no_packages(tmp_path: Path) -> None:
-    log = tmp_path / "bld" / "rattler-build_libtorch-split_1" / "work" / "conda_build.log"
-    log.parent.mkdir(parents=True)
-    log.write_text("[megabuild] PKG_NAME=pytorch SRC_DIR=$SRC_DIR PREFIX=$PREFIX\nmegabuild error: boom\n")
-    (tmp_path / "linux-64").mkdir()
-    (tmp_path / "linux-64" / "libtorch-1.0.0-x_0.conda").write_bytes(b"")
-    line = real_build.build_failure(
-        RuntimeError("solving\nScript failed to execute"), tmp_path, "linux-64", "cfg"
-    )
-    assert "\n" not in line
-    assert line.startswith(
-        "rattler-build failed on output pytorch of cfg (step: build): Script failed to execute;"
-    )
-    assert str(log) in line
-    assert not (tmp_path / "linux-64").exists()
-
-
 def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
     for channel in ("built", "local"):
         for subdir in ("linux-64", "noarch"):
@@ -297,7 +280,9 @@ def assert_the_recipes_tests_were_kept(build: real_build.BuildOutcome, config: C
 def real_build_of(config: Configuration, factory: pytest.TempPathFactory) -> real_build.BuildOutcome:
     """rattler-build of the v1 recipe for ``config``, CI's Pythons, the local channel in the shared cache."""
     work = factory.mktemp("rattler-build")
-    return real_build.run_build(config, work / "out", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS)
+    return real_build.run_build(
+        config, work / "out", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS, progress=lambda line: None
+    )
 
 
 @pytest.fixture(scope="session")

@@ -90,7 +90,9 @@ def test_a_new_run_requirement_added_once_reaches_both_recipes(tmp_path: Path) -
     assert [d.line() for d in differences] == []
     pytorch = [
         o
-        for o in rattler_render.render(root / recipe_v1.V1_DIRNAME / "recipe.yaml", read_configuration(CPU_CONFIG))
+        for o in rattler_render.render(
+            root / recipe_v1.V1_DIRNAME / "recipe.yaml", read_configuration(CPU_CONFIG)
+        )
         if o.name == "pytorch"
     ]
     assert pytorch and all("optree >=0.13" in o.recipe["requirements"]["run"] for o in pytorch)

@@ -15,7 +15,7 @@ from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import ninja_log, resolve_config
 from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal, reversed_variants
-from feedstock_tools.proofs.rehearsal.plan import Step, plan_steps, work_name
+from feedstock_tools.proofs.rehearsal.plan import Step, conda_build_order, plan_steps, work_name
 from feedstock_tools.proofs.rehearsal.relocation import relocated_rpath
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
@@ -70,6 +70,49 @@ def test_reversed_variants_keeps_output_names_in_place() -> None:
     ]
 
 
+def test_conda_builds_order_sorts_names_by_dependency_and_leaves_variants_to_the_seed() -> None:
+    """conda-build 26.7.1 (metadata.py 926-982): libtorch runs libtorch-cuda-linalg, pytorch hosts both, the
+    metapackage runs pytorch; measured on the CUDA configuration with every PYTHONHASHSEED tried: linalg,
+    libtorch, the five pytorch, pytorch-gpu, the variants of one name together in a seed's order."""
+    config = read_configuration(_first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml"))
+    steps = plan_steps(config, REPO_ROOT / "recipe")
+    names = ["libtorch-split", "libtorch-cuda-linalg", "libtorch", "pytorch", "pytorch-gpu"]
+    orders = {seed: conda_build_order(steps, seed) for seed in (None, 0, 1, 2)}
+    for ordered in orders.values():
+        assert list(dict.fromkeys(step.name for step in ordered)) == names
+        assert sorted(step.label for step in ordered) == sorted(step.label for step in steps)
+    assert [s.label for s in orders[None]] == [
+        s.label for s in sorted(steps, key=lambda s: names.index(s.name))
+    ]
+    pytorch = {seed: [s.python for s in o if s.name == "pytorch"] for seed, o in orders.items()}
+    assert len({tuple(p) for p in pytorch.values()}) == len(pytorch)  # the seed decides
+    # the rehearsal's default: pass 1's Python after others, the case that made conda-build recompile
+    assert pytorch[0].index(steps[0].python) > 0
+    looped = [dataclasses.replace(steps[1], host=("libtorch",)), dataclasses.replace(steps[-1], run=("x",))]
+    looped[-1] = dataclasses.replace(steps[3], run=(steps[1].name,))
+    with pytest.raises(ToolError, match="depend on each other in a circle"):
+        conda_build_order([steps[0], *looped], None)
+
+
+def test_the_environment_is_conda_builds_for_each_step(tmp_path: Path) -> None:
+    """TOP_PKG_NAME is the output's own name (build.py 1777) and absent in the top-level build; SP_DIR is
+    the first lib/python?.* of the host prefix, whatever the output's Python (utils.py 995-1010)."""
+    rehearsal = Rehearsal(_first("linux_64_*cuda_compiler_versionNone*.yaml"), work_root=tmp_path)
+    top, pytorch = rehearsal.steps[0], next(s for s in rehearsal.steps if s.python == "3.12")
+    assert "TOP_PKG_NAME" not in rehearsal.environment(top)
+    env = rehearsal.environment(pytorch)
+    assert (env["TOP_PKG_NAME"], env["TOP_PKG_VERSION"], env["PKG_NAME"]) == (
+        "pytorch",
+        RECIPE_VERSION,
+        "pytorch",
+    )
+    assert env["SP_DIR"] == str(rehearsal.prefix / "lib" / "python3.12" / "site-packages")  # none there yet
+    for python in ("3.12", "3.10"):
+        (rehearsal.prefix / "lib" / f"python{python}" / "site-packages").mkdir(parents=True)
+    env = rehearsal.environment(pytorch)
+    assert (env["PY_VER"], env["SP_DIR"]) == ("3.12", str(rehearsal.prefix / "lib/python3.10/site-packages"))
+
+
 def test_relocated_rpath_follows_conda_build(tmp_path: Path) -> None:
     prefix = tmp_path / "h_env"
     library = prefix / "lib" / "python3.11" / "site-packages" / "torch" / "_C.so"
@@ -102,6 +145,14 @@ def test_ninja_log_adapter_reads_a_step_across_appends_and_compaction(tmp_path: 
     log.write_text("# ninja log v5\n" + _LIBRARY + _BINDINGS_2 + _C10)  # compacted, another order
     assert ninja_log.objects_between(before, ninja_log.snapshot(log)) == bindings
     assert ninja_log.objects_between(ninja_log.snapshot(log), ninja_log.snapshot(log)) == []
+    # the driver put the first object back with ninja's own line for it (megabuild/python_products.py):
+    # a line seen in an earlier snapshot is no compile
+    latest = ninja_log.snapshot(log)
+    seen = {*before.values(), *latest.values()}
+    log.write_text(log.read_text() + _BINDINGS_1)
+    after = ninja_log.snapshot(log)
+    assert ninja_log.objects_between(latest, after) == bindings  # without its history, it looks compiled
+    assert ninja_log.objects_between(latest, after, seen) == []
     assert ninja_log.targets_of([*bindings, "third_party/x/CMakeFiles/magma.dir/magma.cpp.o"]) == [
         "magma",
         "torch_python",

@@ -11,14 +11,21 @@ runs the recipe's real scripts against the upstream stand-in (tests/upstream_sta
   ``python_abi 3.X.* *_cp3XY`` as conda-forge's python does (the run-export pytorch-cpu-feedstock#518
   saw leaking from a staging output);
 * the Python packages the stand-in's build imports (``prefixes.PYPI_NAMES``: numpy, pip, setuptools, ...),
-  repackaged per Python from the wheels ``pip download`` fetches (PyPI or pip's cache);
+  repackaged per Python from the wheels ``pip download`` fetches (PyPI or pip's cache), with the ``.pyc``
+  files of their modules compiled by that Python, as conda-forge's packages ship them (conda compiles those
+  of noarch packages at install): without them the first build that imports numpy writes
+  ``lib/python3.X/**/__pycache__`` into the host prefix, files of no package, which conda-build copies into
+  every later output's host prefix (its ``SP_DIR`` then named pass 1's Python for every ``pytorch``) and
+  rattler-build packaged into ``libtorch`` (229 files, measured);
 * the compiler packages ``compiler('c')``/``compiler('cxx')`` resolve to (``gcc_linux-64``, ``gxx_linux-64``):
   an activation script exporting what conda-forge's activation exports (the rehearsal's
   ``activation.compiler_activation``), pointing at Debian's gcc/g++; they run-export ``libgcc``/``libstdcxx``,
   which carry links to this machine's ``libgcc_s.so.1``/``libstdc++.so.6``/``libgomp.so.1`` so that
   rattler-build's linkage check finds the libraries the stand-in's binaries load in a package, as it would
   find conda-forge's;
-* ``cmake`` and ``ninja``: links to Debian's programs;
+* ``cmake`` and ``ninja``: scripts that run Debian's programs (not links: conda installs the target of an
+  absolute link as a copy, conda/gateways/disk/create.py ``copy``, and a copied ``cmake`` finds no
+  ``share/cmake-3.25`` beside itself: "CMake Error: Could not find CMAKE_ROOT", measured with conda 26.7.1);
 * ``libmagma-devel``/``libmagma``: the stand-in's tiny libmagma (CUDA configurations);
 * every other requirement the rendered recipe names: a package with metadata only.
 
@@ -45,7 +52,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,7 +63,7 @@ from feedstock_tools.proofs.rehearsal import activation, prefixes
 _atomic_file = import_megabuild("atomic_file")
 
 # Bumped when what goes into a package changes, so stale channels are not reused.
-CHANNEL_FORMAT = "3"
+CHANNEL_FORMAT = "4"
 SUBDIR = "linux-64"
 # Packages with files; every other needed name becomes a metadata-only package.
 TOOL_PROGRAMS = {"cmake": "cmake", "ninja": "ninja"}
@@ -277,13 +284,43 @@ def wheel_packages(
     drafts = []
     for wheel in sorted(target.glob("*.whl")):
         try:
-            drafts.append(_wheel_package(wheel, minor))
+            draft = _wheel_package(wheel, minor)
         except (zipfile.BadZipFile, KeyError, ValueError) as exc:
             raise ToolError(
                 f"local channel: {wheel.name} will not repackage ({exc}) (step: wheel for Python {minor}); "
                 f"delete it from {target} and run again"
             ) from exc
+        draft.files.update(bytecode(draft.files, interpreter, log))
+        drafts.append(draft)
     return drafts
+
+
+def bytecode(files: Mapping[str, bytes | Path], interpreter: Path, log: Path) -> dict[str, bytes]:
+    """The ``__pycache__/*.pyc`` of every module in ``files``, compiled by ``interpreter`` (the package's own
+    Python). Checked-hash pycs (PEP 552): valid whatever modification times an installer gives the sources,
+    so no Python run in a prefix rewrites them (conda-forge's are timestamp-based, which conda keeps valid by
+    installing the archive's times; no installer's times are relied on here). A module the interpreter
+    cannot compile (code for another Python version) gets none, as with pip."""
+    sources = {rel: data for rel, data in files.items() if rel.endswith(".py") and isinstance(data, bytes)}
+    if not sources:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="pyc-") as tmp:
+        root = Path(tmp)
+        for rel, data in sources.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            _atomic_file.write_bytes(root / rel, data)
+        with log.open("a") as out:
+            # exit status 1 when a module does not compile for this Python: those are left without a pyc
+            subprocess.run(
+                [str(interpreter), "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", "-s", tmp,
+                 tmp],
+                check=False, stdout=out, stderr=out,
+            )  # fmt: skip
+        return {
+            str(path.relative_to(root)): path.read_bytes()
+            for path in root.rglob("*.pyc")
+            if path.parent.name == "__pycache__"
+        }
 
 
 def _wheel_package(wheel: Path, minor: str) -> PackageDraft:
@@ -407,16 +444,19 @@ def sysroot_package(name: str, version: str) -> PackageDraft:
 
 
 def tool_package(name: str, version: str) -> PackageDraft:
+    """A script running this machine's program (see the module's docstring for why not a link)."""
     program = shutil.which(TOOL_PROGRAMS[name])
     if program is None:
         raise ToolError(f"local channel: {TOOL_PROGRAMS[name]} is not on PATH (step: {name}); install it")
-    first = subprocess.run([program, "--version"], check=True, capture_output=True, text=True).stdout
+    real = os.path.realpath(program)
+    first = subprocess.run([real, "--version"], check=True, capture_output=True, text=True).stdout
+    script = f'#!/bin/sh\n# {name} of the local channel\nexec {shlex.quote(real)} "$@"\n'
     return PackageDraft(
         name,
         version,
         "h0",
-        summary=f"this machine's {program} ({first.splitlines()[0] if first else '?'})",
-        files={f"bin/{TOOL_PROGRAMS[name]}": Path(program)},
+        summary=f"this machine's {real} ({first.splitlines()[0] if first else '?'})",
+        files={f"bin/{TOOL_PROGRAMS[name]}": script.encode()},
     )
 
 
@@ -448,18 +488,21 @@ def magma_packages(
 # ---- the channel -------------------------------------------------------------------------------------
 
 
-def make_channel(plan: ChannelPlan, cache_dir: Path, log: Path) -> Path:
+def make_channel(
+    plan: ChannelPlan, cache_dir: Path, log: Path, progress: Callable[[str], None] = lambda line: None
+) -> Path:
     """The channel for this plan, made once: ``<cache_dir>/channel-<hash>`` (its ``linux-64/`` holds the
-    packages and ``repodata.json``)."""
+    packages and ``repodata.json``); ``progress`` hears of each step while one is made."""
     channel = cache_dir / f"channel-{plan.key()}"
     if (channel / ".complete").exists():
         return channel
+    progress(f"      making {channel.name} (log: {log}), once the cache's lock is free")
     with prefixes.cache_lock(cache_dir):
         if (channel / ".complete").exists():
             return channel
         staging = Path(tempfile.mkdtemp(prefix=".channel-", dir=cache_dir))
         try:
-            _fill_channel(plan, staging, cache_dir, log)
+            _fill_channel(plan, staging, cache_dir, log, progress)
             _atomic_file.write_text(staging / ".complete", "ok\n")
             shutil.rmtree(channel, ignore_errors=True)
             staging.rename(channel)
@@ -468,7 +511,9 @@ def make_channel(plan: ChannelPlan, cache_dir: Path, log: Path) -> Path:
     return channel
 
 
-def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) -> None:
+def _fill_channel(
+    plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path, progress: Callable[[str], None]
+) -> None:
     from rattler.index import index_fs
 
     out = channel / SUBDIR
@@ -478,6 +523,7 @@ def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) 
     drafts: list[PackageDraft] = []
     done: set[str] = {"python", "python_abi"}
     for minor, glob in sorted(plan.pythons.items()):
+        progress(f"      Python {minor}: the interpreter and the wheels of its packages, compiled to .pyc")
         drafts += python_packages(minor, glob)
         pip_names = sorted({prefixes.PYPI_NAMES[n] for n in plan.needs if n in prefixes.PYPI_NAMES})
         pip_reqs = prefixes.pip_requirements(
@@ -507,6 +553,7 @@ def _fill_channel(plan: ChannelPlan, channel: Path, cache_dir: Path, log: Path) 
             continue
         for build in build_strings(specs):
             drafts.append(PackageDraft(name, versions[name], build))
+    progress(f"      writing {len(drafts)} packages")
     for draft in drafts:
         try:
             write_package(draft, out)

@@ -1,11 +1,14 @@
-"""A real conda builder builds the recipe: py-rattler-build builds recipe-v1/recipe.yaml offline, for one
-.ci_support configuration, against the upstream stand-in, from the local channel (local_channel.py); then
-py-rattler solves and installs the metapackage from the built packages + that channel into a fresh prefix,
-where ``import torch`` (the stand-in) must work and CMake must find Torch.
+"""A real conda builder builds the recipe, offline, for one linux-64 .ci_support configuration, against the
+upstream stand-in, from the local channel (local_channel.py): py-rattler-build builds recipe-v1/recipe.yaml
+(the default), or the real conda-build found on the machine builds recipe/meta.yaml (``--builder
+conda-build``, real_build_conda.py); then py-rattler solves and installs the metapackage from the built
+packages + that channel into a fresh prefix, where ``import torch`` (the stand-in) must work and CMake must
+find Torch.
 
     python -m feedstock_tools real-build                       # linux-64 CPU generic, Python 3.10 + 3.12
     python -m feedstock_tools real-build 'linux_64_blas_implgeneric*12.9*'   # a linux-64 CUDA one
     python -m feedstock_tools real-build --python all          # every Python of the configuration here
+    python -m feedstock_tools real-build --builder conda-build --compare     # meta.yaml, then both compared
 
 What differs from a conda-forge build, and why: the recipe's tarball source is replaced by the stand-in's
 path (its patches are for the real tarball); ``build_recipes`` is py-rattler-build's entry point that builds a
@@ -13,22 +16,20 @@ recipe's outputs in one build directory as the ``rattler-build`` command does (i
 ``run_build`` gives every output its own directory, and each then runs the staging output again: measured
 4 staging runs for 2 outputs x 2 Pythons with 0.73.0); the packages' own tests run, less the commands
 that need real PyTorch (``TESTS_THAT_NEED_REAL_PYTORCH``, printed with their reasons); every build has a
-rattler package cache of its own.
+package cache of its own. Either builder runs in a process group of its own (build_watch.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import re
 import shutil
 import subprocess
+import sys
 import time
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,13 @@ from feedstock_tools.common.configuration import Configuration, read_configurati
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
-from feedstock_tools.proofs import local_channel
+from feedstock_tools.proofs import local_channel, package_diff, real_build_conda
+from feedstock_tools.proofs.build_watch import BuildWatch
 from feedstock_tools.proofs.solve_check import Machine, machine_of, virtual_packages
 
 STANDIN = REPO_ROOT / "tests" / "upstream_standin"
+BUILDERS = ("rattler-build", "conda-build")
+WORK_DIRS = {"rattler-build": REPO_ROOT / ".rattler-build", "conda-build": REPO_ROOT / ".conda-build"}
 DEFAULT_PYTHONS = ("3.10", "3.12")
 DEFAULT_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_versionNone*"
 CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
@@ -59,7 +63,7 @@ RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
 # docs/rattler-build.md lists them.
 TESTS_THAT_NEED_REAL_PYTORCH: dict[str, tuple[tuple[str, str], ...]] = {
     "libtorch": (
-        ("libcaffe2_nvrtc", "the stand-in builds no caffe2_nvrtc (the CUDA wheel's torch/lib has one)"),
+        ("caffe2_nvrtc", "the stand-in builds no caffe2_nvrtc (the CUDA wheel's torch/lib has one)"),
         ("cmake_test_build", "recipe/cmake_test computes with tensors and autograd (ATen's API)"),
     ),
     "pytorch": (
@@ -84,7 +88,8 @@ class BuildOutcome:
     passes: dict[str, int] = field(default_factory=dict)  # pass name -> objects compiled
     log: Path | None = None
     skipped_tests: list[SkippedTest] = field(default_factory=list)  # left out of the packages' tests
-    package_cache: Path | None = None  # the build's own rattler package cache (run_build)
+    package_cache: Path | None = None  # the build's own package cache (run_build)
+    builder: str = "rattler-build"
 
 
 # ---- what the channel must hold ----------------------------------------------------------------------
@@ -259,105 +264,185 @@ def run_build(
     cache_dir: Path,
     pythons: Sequence[str] | None,
     *,
+    builder: str = "rattler-build",
     v1_dir: Path = V1_DIR,
     test: str = "native",
+    conda_tools: Path | None = None,
+    hash_seed: int | None = None,
+    progress: Callable[[str], None] = print,
 ) -> BuildOutcome:
-    from rattler_build import build_recipes
-
+    """Every output of ``config`` (restricted to ``pythons``) built by ``builder`` from the local
+    channel against the stand-in, in a process group of its own (an interruption stops it at once), with
+    progress all along."""
+    check_buildable(config)
+    subdir = config.target_platform
+    tools = real_build_conda.find_conda_tools(conda_tools) if builder == "conda-build" else None
+    chosen = [p.version for p in config.pythons if pythons is None or p.version in pythons]
+    progress(f"real-build of {config.name} with {builder}, Python {', '.join(chosen)}: {work_dir}")
     if work_dir.exists():
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
-    log = work_dir / "channel.log"
     reports = work_dir / "reports"
-    skipped: list[SkippedTest] = []
-    recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, reports, skipped)
-    outputs = rattler_render.render(recipe, config, pythons)
+    reports.mkdir()
+    progress("[1/3] the local channel (made once per set of requirements, then kept in the cache)")
     started = time.monotonic()
-    channel = local_channel.make_channel(channel_plan(outputs, config, pythons), cache_dir, log)
+    outputs = rattler_render.render(v1_dir / "recipe.yaml", config, pythons)
+    channel = local_channel.make_channel(
+        channel_plan(outputs, config, pythons), cache_dir, work_dir / "channel.log", progress
+    )
     channel_seconds = time.monotonic() - started
+    progress(
+        f"      {channel} ({local_channel.channel_size(channel) / 1e6:.1f} MB) in {channel_seconds:.1f} s"
+    )
     variants = work_dir / "variants.yaml"
     variants.write_text(yaml.safe_dump(rattler_render.variant_config(config, pythons)))
-    out_dir = work_dir / "output"
-    started = time.monotonic()
     cuda = config.cuda
     # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
     # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
     # machine lacks; conda's override variable plays the driver, as docs/recipe.md's CONDA_OVERRIDE_CUDA
-    override = (
-        {"CONDA_OVERRIDE_CUDA": cuda} if cuda is not None and "CONDA_OVERRIDE_CUDA" not in os.environ else {}
-    )
-    # rattler's package cache is keyed by file name: a package rebuilt here with the same build string as
-    # one built before (by any checkout on this machine) was tested from that earlier build's extracted
-    # copy in ~/.cache/rattler/cache/pkgs (measured: a libtorch test ran the test commands of a package
-    # built five minutes earlier); each build gets a package cache of its own
-    override["RATTLER_CACHE_DIR"] = str(work_dir / "rattler-cache")
-    with warnings.catch_warnings(), _environment(override):
-        warnings.simplefilter("ignore", DeprecationWarning)  # build_recipes: see the module docstring
-        try:
-            build_recipes(
-                [recipe],
-                channel=[channel.as_uri()],
-                variant_config=[str(variants)],
-                output_dir=out_dir,
-                target_platform=config.target_platform,
-                test=test,
-                no_include_recipe=True,
-                package_format="conda",
-            )
-        except Exception as exc:  # py-rattler-build's errors carry rattler-build's message
-            raise ToolError(build_failure(exc, out_dir, config.target_platform, config.path.name)) from exc
+    env = {"CONDA_OVERRIDE_CUDA": os.environ.get("CONDA_OVERRIDE_CUDA", cuda)} if cuda is not None else {}
+    skipped: list[SkippedTest] = []
+    out_dir = work_dir / "output"
+    inputs = BuildInputs(work_dir, channel, variants, subdir, test)
+    if tools is None:
+        run = rattler_build_run(inputs, v1_dir, skipped)
+    else:
+        run = conda_build_run(inputs, tools, v1_dir.parent / "recipe", skipped, hash_seed)
+    watch = BuildWatch(builder, reports, work_dir / f"{builder}.log", progress, lambda: _script_logs(out_dir))
+    progress(f"[2/3] {builder} builds every output (log: {watch.log})")
+    started = time.monotonic()
+    returncode = watch.run(run.command, {**os.environ, **env, **run.env}, work_dir)
     build_seconds = time.monotonic() - started
-    build_log = out_dir / "rattler-build-log.txt"
+    if returncode != 0:
+        raise ToolError(watch.failure(config.path.name, out_dir / subdir))
+    passes = passes_from_reports(reports)
     return BuildOutcome(
         config=config.path.name,
         channel=channel,
         channel_seconds=channel_seconds,
         channel_bytes=local_channel.channel_size(channel),
         build_seconds=build_seconds,
-        packages=sorted((out_dir / config.target_platform).glob("*.conda")),
-        passes=passes_from_reports(reports),
-        log=build_log,
+        packages=sorted((out_dir / subdir).glob("*.conda")),
+        passes=passes,
+        log=watch.log,
         skipped_tests=skipped if test != "skip" else [],
-        package_cache=work_dir / "rattler-cache" / "pkgs",
+        package_cache=run.package_cache,
+        builder=builder,
     )
 
 
-def build_failure(exc: BaseException, out_dir: Path, subdir: str, config: str) -> str:
-    """One line: which output failed (the last work directory's log names it), rattler-build's last
-    message, the log to read. The packages already built are removed: nothing half-made is left."""
-    text = str(exc).strip()
-    last = text.splitlines()[-1] if text else type(exc).__name__
-    logs = sorted(
-        [
-            *out_dir.glob("bld/*/work/conda_build.log"),
-            *out_dir.glob("build_cache/*/work_dir/conda_build.log"),
-        ],
-        key=lambda p: p.stat().st_mtime,
-    )
-    output = "?"
-    if logs:
-        found = re.findall(r"PKG_NAME=(\S+)", logs[-1].read_text(errors="replace"))
-        output = found[-1] if found else output
-    shutil.rmtree(out_dir / subdir, ignore_errors=True)
-    where = logs[-1] if logs else out_dir
-    return (
-        f"rattler-build failed on output {output} of {config} (step: build): {last}; "
-        f"read {where}, fix the recipe or the driver and run again"
-    )
+@dataclass(frozen=True)
+class BuilderRun:
+    """How to start one builder on a prepared recipe copy."""
+
+    command: list[str]
+    env: dict[str, str]  # set over the caller's environment
+    package_cache: Path  # where the builder extracts packages (install_and_use installs from it too)
 
 
-@contextlib.contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+@dataclass(frozen=True)
+class BuildInputs:
+    """What either builder is given: its work directory, the local channel, the variant file."""
+
+    work_dir: Path
+    channel: Path
+    variants: Path
+    subdir: str
+    test: str  # rattler-build's test mode: native or skip
+
+
+def rattler_build_run(inputs: BuildInputs, v1_dir: Path, skipped: list[SkippedTest]) -> BuilderRun:
+    """py-rattler-build's ``build_recipes`` on a copy of the v1 recipe (prepare_recipe), in a child."""
+    work_dir = inputs.work_dir
+    recipe = prepare_recipe(v1_dir, work_dir / "recipes", STANDIN, work_dir / "reports", skipped)
+    arguments = {
+        "recipes": [str(recipe)],
+        "channel": [inputs.channel.as_uri()],
+        "variant_config": [str(inputs.variants)],
+        "output_dir": str(work_dir / "output"),
+        "target_platform": inputs.subdir,
+        "test": inputs.test,
+        "no_include_recipe": True,
+        "package_format": "conda",
+    }
+    # rattler's package cache is keyed by file name: a package rebuilt here with the same build string as one
+    # built before (by any checkout on this machine) was tested from that earlier build's extracted copy in
+    # ~/.cache/rattler/cache/pkgs (measured: a libtorch test ran the test commands of a package built five
+    # minutes earlier); each build gets a package cache of its own
+    cache = work_dir / "rattler-cache"
+    # build_recipes is deprecated (see the module docstring)
+    command = [sys.executable, "-W", "ignore::DeprecationWarning", "-c", RATTLER_CHILD, json.dumps(arguments)]
+    return BuilderRun(command, {"RATTLER_CACHE_DIR": str(cache)}, cache / "pkgs")
+
+
+def conda_build_run(
+    inputs: BuildInputs,
+    tools: real_build_conda.CondaTools,
+    recipe_dir: Path,
+    skipped: list[SkippedTest],
+    hash_seed: int | None,
+) -> BuilderRun:
+    """The real conda-build on a copy of meta.yaml (real_build_conda.prepare_recipe), its package and
+    environment directories the build's own."""
+    work_dir = inputs.work_dir
+    copy, left_out = real_build_conda.prepare_recipe(
+        recipe_dir, work_dir / "recipe", STANDIN, TESTS_THAT_NEED_REAL_PYTORCH
+    )
+    wrap_build_script(copy, work_dir / "reports")
+    skipped += [SkippedTest(o.output, o.line, _reason(o.output, o.line)) for o in left_out]
+    cache = work_dir / "pkgs"
+    env = {"CONDA_PKGS_DIRS": str(cache), "CONDA_ENVS_DIRS": str(work_dir / "envs")}
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = str(hash_seed)
+    arguments = [
+        str(copy), "-m", str(inputs.variants), "-c", inputs.channel.as_uri(), "--override-channels",
+        "--croot", str(work_dir / "croot"), "--output-folder", str(work_dir / "output"),
+        "--no-anaconda-upload", "--no-include-recipe", *(["--no-test"] if inputs.test == "skip" else []),
+    ]  # fmt: skip
+    # the tool set's env.sh sets its own directories and PYTHONHASHSEED: ours are exported after it
+    return BuilderRun(tools.invocation(arguments, env), {}, cache)
+
+
+# py-rattler-build's entry point, run in a child process: in-process it keeps the interpreter from handling
+# a signal until its Rust code returns (measured: 13-31 s from SIGTERM to the end), and its build scripts
+# would not get the signal at all
+RATTLER_CHILD = (
+    "import json, sys\nfrom rattler_build import build_recipes\nbuild_recipes(**json.loads(sys.argv[1]))\n"
+)
+
+
+def check_buildable(config: Configuration) -> None:
+    """Refuses at once a configuration that targets another platform than the one the local channel holds
+    packages for (this machine's tools)."""
+    target = config.target_platform
+    if target != local_channel.SUBDIR:
+        raise ToolError(
+            f"real-build: {config.name} targets {target}; the local channel holds {local_channel.SUBDIR} "
+            f"packages of this machine's tools only: rehearse it instead (python -m feedstock_tools rehearse "
+            f"{config.name})"
+        )
+
+
+def _script_logs(out_dir: Path) -> list[Path]:
+    """rattler-build's logs of the build scripts, one per work directory, newest last (conda-build's are in
+    its own output)."""
+    found = [
+        *out_dir.glob("bld/*/work/conda_build.log"),
+        *out_dir.glob("build_cache/*/work_dir/conda_build.log"),
+    ]
+    return sorted(found, key=lambda path: path.stat().st_mtime)
+
+
+def _reason(output: str, line: str) -> str:
+    if line.startswith("source_files: "):
+        return "the stand-in has none of it (real_build_conda.without_missing_source_files)"
+    return next(reason for fragment, reason in TESTS_THAT_NEED_REAL_PYTORCH[output] if fragment in line)
+
+
+def wrap_build_script(recipe_dir: Path, reports: Path) -> None:
+    """build.sh becomes build.recipe.sh, run by a build.sh that keeps each pass's report (REPORT_WRAPPER)."""
+    (recipe_dir / "build.sh").rename(recipe_dir / "build.recipe.sh")
+    (recipe_dir / "build.sh").write_text(REPORT_WRAPPER.format(reports=reports))
 
 
 def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
@@ -477,7 +562,8 @@ def metapackage_and_machine(config: Configuration) -> tuple[str, Machine]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "real-build",
-        help="build recipe-v1/recipe.yaml for real with rattler-build, offline, from a local channel",
+        help="build the recipe for real, offline, from a local channel: rattler-build (recipe-v1/recipe.yaml)"
+        " or conda-build (recipe/meta.yaml)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -488,12 +574,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a .ci_support configuration: part of its name, a glob or a path (default: %(default)s)",
     )
     parser.add_argument(
+        "--builder",
+        choices=BUILDERS,
+        default=BUILDERS[0],
+        help="rattler-build (py-rattler-build, recipe-v1/recipe.yaml; the default) or conda-build (a real "
+        "conda-build found with --conda-tools, recipe/meta.yaml)",
+    )
+    parser.add_argument(
         "--python",
         nargs="+",
         default=list(DEFAULT_PYTHONS),
         help="the Pythons to build for (3.X), or 'all' (every one of the configuration this machine has)",
     )
-    parser.add_argument("--work-dir", type=Path, default=REPO_ROOT / ".rattler-build")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        help="where the builds go, one directory per configuration (default: .rattler-build or .conda-build)",
+    )
     parser.add_argument(
         "--cache-dir",
         type=Path,
@@ -501,10 +598,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where the local channels and wheels are kept (default: %(default)s)",
     )
     parser.add_argument("--skip-tests", action="store_true", help="do not run the packages' tests")
-    parser.set_defaults(func=_main)
+    parser.add_argument(
+        "--conda-tools",
+        type=Path,
+        help="conda-build: the offline tool set (a set-up copy of ../shared/tools/conda-tools; default "
+        f"${real_build_conda.TOOLS_VARIABLE}, else ../tools/conda-tools or ../shared/tools/conda-tools)",
+    )
+    parser.add_argument(
+        "--hash-seed",
+        type=int,
+        help="conda-build: its PYTHONHASHSEED, which decides the order of one output's variants "
+        "(conda_build/variants.py sets of strings); the tool set's env.sh sets 0",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="after the build, compare its packages with those the other builder made of the same "
+        "configuration in its default work directory (build that one first)",
+    )
+    parser.set_defaults(func=_main, resume_hint="run the same command again: it starts that build over")
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.builder != "conda-build" and (args.conda_tools or args.hash_seed is not None):
+        raise ToolError("--conda-tools and --hash-seed are conda-build's: add --builder conda-build")
     config = read_configuration(resolve_one(args.config, REPO_ROOT / ".ci_support"))
     pythons = args.python
     if pythons == ["all"]:
@@ -512,30 +633,48 @@ def _main(args: argparse.Namespace) -> int:
         every = [python.version for python in config.pythons]
         pythons = [minor for minor in every if local_channel.prefixes.find_interpreter(minor)]
         for minor in sorted(set(every) - set(pythons)):
-            print(f"python {minor}: no CPython {minor} on this machine, its pytorch output is not built")
+            _say(f"python {minor}: no CPython {minor} on this machine, its pytorch output is not built")
     name = config.name
+    work_root = args.work_dir or WORK_DIRS[args.builder]
+    started = time.monotonic()
     outcome = run_build(
         config,
-        args.work_dir / name,
+        work_root / name,
         args.cache_dir,
         pythons,
+        builder=args.builder,
         test="skip" if args.skip_tests else "native",
+        conda_tools=args.conda_tools,
+        hash_seed=args.hash_seed,
+        progress=_say,
     )
-    print(
-        f"channel {outcome.channel} ({outcome.channel_bytes / 1e6:.1f} MB) in {outcome.channel_seconds:.1f} s"
-    )
-    print(f"built {len(outcome.packages)} packages in {outcome.build_seconds:.1f} s:")
+    _say(f"built {len(outcome.packages)} packages in {outcome.build_seconds:.1f} s:")
     for package in outcome.packages:
-        print(f"  {package.name}")
+        _say(f"  {package.name}")
     for left_out in outcome.skipped_tests:
-        print(f"  test of {left_out.output} left out: {left_out.command!r}: {left_out.reason}")
+        _say(f"  test of {left_out.output} left out: {left_out.command!r}: {left_out.reason}")
+    _say(f"{args.builder}'s order of the passes:")
     for pass_name, targets in outcome.passes.items():
-        print(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
+        _say(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
     linked = import_megabuild("python_target").python_linked_targets("linux-64")
     done, minimum = compile_work_ratio(outcome.passes, linked, config.python_min)
-    print(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
+    _say(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
     meta, machine = metapackage_and_machine(config)
+    _say(f"[3/3] {meta} installed by py-rattler's solver for each Python: import torch, the CMake consumer")
     for minor in sorted(python.version for python in config.pythons if python.version in pythons):
-        installed = install_and_use(outcome, meta, args.work_dir / name / f"prefix-{minor}", machine, minor)
-        print(f"python {minor}: import torch and the CMake consumer work with " + ", ".join(installed))
+        installed = install_and_use(outcome, meta, work_root / name / f"prefix-{minor}", machine, minor)
+        _say(f"python {minor}: import torch and the CMake consumer work with " + ", ".join(installed))
+    if args.compare:
+        other = next(b for b in BUILDERS if b != args.builder)
+        theirs = sorted((WORK_DIRS[other] / name / "output" / local_channel.SUBDIR).glob("*.conda"))
+        if not theirs:
+            raise ToolError(
+                f"--compare: no {other} packages of {name} in {WORK_DIRS[other]}: build them first"
+            )
+        _say(f"the packages of {args.builder} ({len(outcome.packages)}) and {other} ({len(theirs)}):")
+        for line in package_diff.describe(
+            package_diff.compare(outcome.packages, theirs), args.builder, other
+        ):
+            _say(f"  {line}")
+    _say(f"done in {time.monotonic() - started:.0f} s")
     return 0

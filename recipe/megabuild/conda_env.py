@@ -95,7 +95,7 @@ class CondaBuild:
             raise MegabuildError(f"CPU_COUNT={cpu_count!r} is not a positive number: fix it or unset it")
         return cls(
             pkg_name=pkg_name,
-            pkg_version=env.get("TOP_PKG_VERSION") or need("PKG_VERSION"),
+            pkg_version=need("PKG_VERSION"),
             prefix=Path(need("PREFIX")),
             build_prefix=Path(need("BUILD_PREFIX")),
             src_dir=Path(need("SRC_DIR")),

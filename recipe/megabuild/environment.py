@@ -126,6 +126,13 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         "1" if verbose else None,
         "cmake --build prints full command lines for any value of VERBOSE, even 0: set only with --verbose",
     )
+    put(
+        "PYTHONDONTWRITEBYTECODE",
+        "1",
+        "no .pyc written by the build's Python runs: in the host prefix they would be files of no package, "
+        "which conda-build copies into every output's host prefix (SP_DIR then names pass 1's Python) and "
+        "rattler-build packages into every output (host_prefix.py)",
+    )
     # ---- what to build ------------------------------------------------------------------------------------
     put("BUILD_TEST", "0", "no C++ test binaries and test libraries (upstream builds them by default)")
     put(
@@ -432,13 +439,17 @@ def size_and_speed_settings(build: CondaBuild) -> list[Setting]:
 
 
 def _same_debug_prefix_map(caller: Mapping[str, str], build: CondaBuild) -> dict[str, str]:
-    """conda-forge's activation maps SRC_DIR to /usr/local/src/conda/<PKG_NAME>-<PKG_VERSION> in the flags;
-    PKG_NAME differs between outputs, the flags must not: use the top-level package's name everywhere."""
-    top = caller.get("TOP_PKG_NAME") or TOP_LEVEL_PACKAGE
-    own = f"/usr/local/src/conda/{build.pkg_name}-"
-    same = f"/usr/local/src/conda/{top}-"
+    """conda-forge's compiler activations map SRC_DIR to /usr/local/src/conda/<PKG_NAME>-<PKG_VERSION> in the
+    flags (-fdebug-prefix-map=$SRC_DIR=...); PKG_NAME differs between outputs, the flags must not. Whatever
+    a builder wrote there, every pass maps SRC_DIR to the top-level package's path: nothing is taken from
+    TOP_PKG_NAME, which conda-build 26.7.1 sets to the output's own name (conda_build/build.py 1747-1778:
+    the output's environ.get_dict, then TOP_PKG_NAME = its PKG_NAME; measured: TOP_PKG_NAME=libtorch) and
+    rattler-build does not set at all."""
+    same = f"/usr/local/src/conda/{TOP_LEVEL_PACKAGE}-{build.pkg_version}"
+    source_map = re.compile(rf"(-f(?:debug|file|macro)-prefix-map={re.escape(str(build.src_dir))}=)\S*")
     return {
-        name: value.replace(own, same) if name in _FLAG_VARIABLES else value for name, value in caller.items()
+        name: source_map.sub(lambda match: match[1] + same, value) if name in _FLAG_VARIABLES else value
+        for name, value in caller.items()
     }
 
 

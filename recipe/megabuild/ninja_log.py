@@ -39,6 +39,10 @@ class LogEntry:
     output: str
     command_hash: str
 
+    def line(self) -> str:
+        """The entry as the log holds it (read_log keeps every field's text)."""
+        return f"{self.start_ms}\t{self.end_ms}\t{self.mtime}\t{self.output}\t{self.command_hash}\n"
+
 
 def read_log(path: Path) -> dict[str, LogEntry]:
     """The latest entry per output; an absent log (nothing built yet) is empty."""

@@ -28,12 +28,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from megabuild import activation, environment, ninja_graph, pep517, report, windows
+from megabuild import activation, environment, ninja_graph, pep517, python_products, report, windows
 from megabuild.atomic_file import write_text
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
 from megabuild.cross import use_build_machine_protoc
 from megabuild.errors import MegabuildError
+from megabuild.host_prefix import (
+    check_no_foreign_python_files,
+    check_output_python,
+    check_pass1_added_none,
+    python_tree_files,
+)
 from megabuild.interrupt import checkpoint, run_child
 from megabuild.log import say, step, warn
 from megabuild.ninja_log import (
@@ -96,6 +102,8 @@ class PassContext:
     # the shape of the source tree (megabuild/pep517.py): setup.py (SETUP_PY below), or scikit-build-core
     # (skbuild.KIND); set by run()
     kind: SourceTreeKind | None = None
+    # pass 1: the files below the host prefix's Python directories before it ran (host_prefix.py)
+    host_python_files: set[str] | None = None
 
     @property
     def cache_path(self) -> Path:
@@ -176,8 +184,11 @@ def run(
     fresh = build.pkg_name == TOP_LEVEL
     if not fresh:
         report.load(build.build_dir)  # a corrupt report is an error now, not after the build
+        check_no_foreign_python_files(build)
     with ExitStack() as cleanup:
         context = PassContext(build, env, options, cleanup, kind=kind)
+        if fresh:
+            context.host_python_files = python_tree_files(build)
         record = chosen(context)
         # The report first (atomic), the package last: a report that cannot be written stages nothing.
         records = report.append(build.build_dir, record, fresh=fresh)
@@ -279,6 +290,8 @@ def _pass1_cache_problems(cache: CMakeCache, build: CondaBuild) -> list[str]:
 def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) -> None:
     """Everything later outputs need, written to a temporary directory and renamed into place."""
     state_dir = ctx.build.state_dir
+    added = sorted(python_tree_files(ctx.build) - (ctx.host_python_files or set()))
+    check_pass1_added_none(ctx.build, added)
     scratch = Path(tempfile.mkdtemp(prefix=".megabuild-state-", dir=state_dir.parent))
     try:
         shutil.copy2(ctx.cache_path, scratch / SAVED_CACHE)
@@ -296,6 +309,8 @@ def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) 
             "libtorch_manifest": manifest,
         }
         (scratch / STATE_FILE).write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+        # the Python-linked products in the build directory are pass 1's Python's (python_products.py)
+        python_products.record_in_place(scratch, products_key(python))
         if state_dir.exists():
             shutil.rmtree(state_dir)
         os.replace(scratch, state_dir)
@@ -386,15 +401,18 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
             "(recipe/conda_build_config.yaml)"
         )
     python = _require_python(build, "libtorch-cuda-linalg (its rebuild re-runs CMake's code generators)")
-    before = _log_snapshot(ctx)
+    _log_snapshot(ctx)  # an unreadable log stops the pass before any change
     target = probe(python)
     cache = CMakeCache.load(ctx.cache_path)
     changes = _retarget(ctx, cache, target)
     changes += [c for c in [cache.set("USE_MAGMA", "ON")] if c is not None]
     _check_reconfigure_inputs(ctx, state)
     _write_cache(ctx, cache, changes, target)
-    # Only the linalg target: the retarget above may have moved the cache to another Python than the last
-    # pytorch pass built torch_python for; rebuilding torch_python here would be work no package uses.
+    # the install below installs every target: the Python-linked ones must be those of the cache's Python
+    switch_python_products(ctx, target)
+    before = _log_snapshot(ctx)
+    # Only the linalg target: were this Python's products not kept (an interrupted move), rebuilding
+    # torch_python here would be work no package uses.
     work = _run_build(
         ctx,
         before,
@@ -409,6 +427,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
             ctx.env["MAX_JOBS"],
         ],
     )
+    python_products.record_in_place(build.state_dir, products_key(target))
     installed = (ctx.kind or SETUP_PY).install_linalg(ctx)
     after = CMakeCache.load(ctx.cache_path)
     _check_kept(after, changes)
@@ -434,16 +453,20 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     if build.sp_dir is None:
         raise MegabuildError("SP_DIR is not set: pytorch needs python in its host requirements")
     started = time.monotonic()
-    before = _log_snapshot(ctx)
+    _log_snapshot(ctx)  # an unreadable log stops the pass before any change
     target = probe(python)
+    check_output_python(build, target)
     cache = CMakeCache.load(ctx.cache_path)
     _check_magma_present(cache)
     changes = _retarget(ctx, cache, target)
     _check_reconfigure_inputs(ctx, state)
     _write_cache(ctx, cache, changes, target)
+    switch = switch_python_products(ctx, target)
+    before = _log_snapshot(ctx)
     work = _run_build(
         ctx, before, f"pytorch build for Python {target.short}", [str(python), "setup.py", "build"]
     )
+    python_products.record_in_place(build.state_dir, products_key(target))
     after = CMakeCache.load(ctx.cache_path)
     check_retarget_kept(after, target, state["guarded_options"])
     _check_kept(after, changes)
@@ -464,7 +487,7 @@ def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     require_extension_module(setuptools_tree, target.ext_suffix, target.short, ctx.install_tree)
     trees = ctx.trees(ctx.install_tree, setuptools=setuptools_tree, metadata=metadata)
     name = f"4 pytorch (py{target.short})"
-    expected = list(python_linked_targets(build.target_platform))
+    expected = [] if switch.compiles_nothing else list(python_linked_targets(build.target_platform))
     unexpected = _check_work(ctx, name, work, expected)
     staged = _stage(ctx, PYTORCH, trees)
     return _record(
@@ -565,6 +588,28 @@ def _retargeted_from(ctx: PassContext, cache: CMakeCache) -> PythonFacts | None:
     data["version"] = tuple(data["version"])
     say(f"the cache still names Python {'.'.join(map(str, data['version']))} from an interrupted pass")
     return PythonFacts(**data)
+
+
+def products_key(python: PythonFacts) -> str:
+    return python_products.key(python.soabi, python.nodot)
+
+
+def switch_python_products(ctx: PassContext, target: PythonFacts) -> python_products.Switch:
+    """Before a pytorch pass builds: this Python's Python-linked products in place where an earlier pass
+    built them (python_products.py); the pass then expects to compile nothing."""
+    build = ctx.build
+    with step(f"the Python-linked products of Python {target.short}"):
+        switch = python_products.switch_to(
+            build.build_dir,
+            build.state_dir,
+            products_key(target),
+            python_linked_targets(build.target_platform),
+        )
+    say(
+        f"Python-linked products of Python {target.short}: {switch.state}"
+        + ("; nothing to compile" if switch.compiles_nothing else "")
+    )
+    return switch
 
 
 def _write_json(path: Path, data: object) -> None:

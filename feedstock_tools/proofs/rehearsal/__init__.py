@@ -70,16 +70,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(conda-build's documented behaviour) instead of the shared one (its actual behaviour)",
     )
     parser.add_argument(
+        "--variant-seed",
+        type=_seed,
+        default=0,
+        metavar="N|none",
+        help="the order of each output's variants, which conda-build leaves to Python's string hashing: a "
+        "permutation of its own for seed N (default 0: pass 1's Python after the others, as conda-build "
+        "26.7.1 with PYTHONHASHSEED 0), or 'none' for the render's order (ascending Python, magma first)",
+    )
+    parser.add_argument(
         "--reverse-variants",
         action="store_true",
-        help="build the variants of each output in reverse order (pytorch for the newest Python first, "
-        "nomagma before magma): the passes must not depend on an order conda-build may change",
+        help="then reverse the variants of each output: the passes must not depend on an order conda-build "
+        "may change",
     )
     parser.set_defaults(
         func=run,
         resume_hint="run the same command again: it starts over in a fresh work directory (the venv "
         "templates in the work directory's .cache are kept)",
     )
+
+
+def _seed(text: str) -> int | None:
+    if text == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number nor 'none'") from None
 
 
 def resolve_config(name: str | None, only: config_selector.ConfigFilter | None = None) -> Configuration:
@@ -117,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         recipe_dir=args.recipe_dir,
         standin=args.standin,
         verbose=args.verbose,
+        variant_seed=args.variant_seed,
         reverse_variants=args.reverse_variants,
         fresh_work_dir=args.fresh_work_dir,
         cache_root=args.cache_dir,

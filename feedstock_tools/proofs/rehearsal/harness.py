@@ -1,10 +1,13 @@
 """The harness: plays conda-build's part for one configuration and runs the recipe's real build.sh.
 
-For every step (top-level ``libtorch-split``, then each output in render order) it recreates the host
-prefix at the same ``PREFIX`` path, exports the environment conda-build gives a build script, runs
-``bash recipe/build.sh`` in ``SRC_DIR`` (the stand-in's copy, which persists across steps like
-conda-build's work directory), and keeps the files the script added to ``PREFIX`` as the step's
-package under ``<work>/packages/<label>/`` (with ``info/files`` listing them, as in a conda package).
+Each behaviour follows conda-build 26.7.1 (the file and lines are named where the harness plays it; the
+real conda-build's run of this recipe is docs/rattler-build.md, "The real conda-build"). For every step
+(top-level ``libtorch-split``, then each output in conda-build's order, plan.conda_build_order) it
+recreates the host prefix at the same ``PREFIX`` path and copies into it the files the top-level build
+added to its own, exports the environment conda-build gives a build script, runs ``bash recipe/build.sh``
+in ``SRC_DIR`` (the stand-in's copy, which persists across steps like conda-build's work directory), and
+keeps the files the script added to ``PREFIX`` as the step's package under ``<work>/packages/<label>/``
+(with ``info/files`` listing them, as in a conda package).
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ from feedstock_tools.proofs.rehearsal.activation import (
     clang_activation,
     compiler_activation,
 )
-from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME, Step, plan_steps, work_name
+from feedstock_tools.proofs.rehearsal.plan import (
+    TOP_LEVEL_NAME,
+    Step,
+    conda_build_order,
+    plan_steps,
+    work_name,
+)
 from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
 
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
@@ -151,8 +160,12 @@ class Rehearsal:
     standin: Path | str | None = None
     progress: Progress = print
     verbose: bool = False
-    # Run the variants of each output in reverse order (pytorch 3.13 first, ...): the passes must not
-    # depend on the order of outputs conda-build is free to choose.
+    # The order of one output's variants, which conda-build leaves to string hashing (plan.conda_build_order):
+    # a permutation of this seed's, or None for the render's (ascending Python, magma first). The default puts
+    # pass 1's Python after the others among the pytorch outputs (conda-build 26.7.1 with PYTHONHASHSEED 0
+    # built 3.10 after 3.12 and 3.13).
+    variant_seed: int | None = 0
+    # Then reverse the variants of each output: the passes must not depend on the order conda-build picks.
     reverse_variants: bool = False
     # Give every output a fresh copy of the work directory as it was after the top-level build (what
     # conda-build's documentation describes) instead of the shared one (what its code does).
@@ -165,6 +178,8 @@ class Rehearsal:
     target: targets.Target = field(init=False)
     skipped: list[Step] = field(init=False, default_factory=list)
     results: list[StepResult] = field(init=False, default_factory=list)
+    # every .ninja_log entry of every snapshot so far (ninja_log.objects_between)
+    ninja_entries_seen: set = field(init=False, default_factory=set)
     remover: prefixes.BackgroundRemover = field(init=False)
 
     def __post_init__(self) -> None:
@@ -178,17 +193,16 @@ class Rehearsal:
             )
         if self.configuration is None:
             self.configuration = read_configuration(self.config_path)
-        self.steps = plan_steps(self.configuration, self.recipe_dir)
-        self.standin = standins.resolve(self.standin, (n for s in self.steps for n in s.host_names()))
-        if self.reverse_variants:
-            self.steps = reversed_variants(self.steps)
+        steps = plan_steps(self.configuration, self.recipe_dir)
+        self.standin = standins.resolve(self.standin, (n for s in steps for n in s.host_names()))
         if local_subdir() != targets.NATIVE:
             raise ToolError(
                 f"the rehearsal simulates every target on {targets.NATIVE}; this machine is {local_subdir()}"
             )
-        self.target = targets.target_for(
-            self.steps[0].variant.get("target_platform", targets.NATIVE), self.recipe_dir.parent
-        )
+        self.target = targets.target_for(self.configuration.target_platform, self.recipe_dir.parent)
+        self.steps = conda_build_order(steps, self.variant_seed, cross=self.target.cross)
+        if self.reverse_variants:
+            self.steps = reversed_variants(self.steps)
 
     # ---- layout ------------------------------------------------------------------------------------------
     @cached_property
@@ -281,44 +295,55 @@ class Rehearsal:
 
     # ---- one step ----------------------------------------------------------------------------------------
     def environment(self, step: Step) -> dict[str, str]:
-        """What conda-build exports to a build script, with the compiler packages' activation."""
+        """What conda-build exports to a build script (conda_build/environ.py 350-385 ``get_dict``, the
+        functions it calls cited per line below), with the compiler packages' activation."""
         env = {key: os.environ[key] for key in (*INHERITED, *CALLER_KNOBS) if key in os.environ}
         build_subdir = self.target.build_subdir
         target_subdir = self.target.subdir
         py = step.python
+        stdlib = self.stdlib_dir(py)
         env.update(
             {
+                # conda_build_vars, environ.py 388-419
                 "CONDA_BUILD": "1",
+                "PREFIX": str(self.prefix),
+                "BUILD_PREFIX": str(self.build_prefix),
+                "SRC_DIR": str(self.src_dir),
+                "SUBDIR": target_subdir,
+                "ARCH": target_subdir.split("-")[1],
+                "build_platform": build_subdir,
+                # meta_vars, environ.py 595-604 (the build string and hash of a finalized output)
                 "PKG_NAME": step.name,
                 "PKG_VERSION": step.version,
                 "PKG_BUILDNUM": str(step.build_number),
                 "PKG_BUILD_STRING": step.build_string or "placeholder",
                 "PKG_HASH": "h0rehearsal",
-                "TOP_PKG_NAME": self.steps[0].name,
-                "TOP_PKG_VERSION": self.steps[0].version,
-                "PREFIX": str(self.prefix),
-                "BUILD_PREFIX": str(self.build_prefix),
-                "SRC_DIR": str(self.src_dir),
                 "RECIPE_DIR": str(self.recipe_dir),
+                # python_vars, environ.py 422-451: PY_VER is the variant's Python (get_py_ver, 95-99), SP_DIR
+                # and STDLIB_DIR the first lib/python?.* of the host prefix (utils.py 995-1010), PYTHON the
+                # host prefix's, set because python is a build requirement of every scripted output
                 "PYTHON": str(self.prefix / "bin" / "python"),
                 "PY_VER": py,
                 "CONDA_PY": py.replace(".", ""),
                 "PY3K": "1",
-                "SP_DIR": str(self.prefix / "lib" / f"python{py}" / "site-packages"),
-                "STDLIB_DIR": str(self.prefix / "lib" / f"python{py}"),
+                "SP_DIR": str(stdlib / "site-packages"),
+                "STDLIB_DIR": str(stdlib),
+                # os_vars, environ.py 792-813 (CPU_COUNT: 608-621), unix_vars 697-701
                 "CPU_COUNT": str(os.cpu_count() or 1),
                 "SHLIB_EXT": self.target.shlib_ext,
-                "target_platform": target_subdir,
-                "build_platform": build_subdir,
-                "SUBDIR": target_subdir,
-                "ARCH": target_subdir.split("-")[1],
-                # conda-build's documented value on Unix; upstream's setup.py obeys it
                 "CMAKE_GENERATOR": "Unix Makefiles",
+                "target_platform": target_subdir,
                 "PATH": os.pathsep.join(
                     [str(self.prefix / "bin"), str(self.build_prefix / "bin"), *tool_dirs()]
                 ),
             }
         )
+        if step.name != TOP_LEVEL_NAME:
+            # an output's script (build.py 1774-1778): TOP_PKG_NAME and TOP_PKG_VERSION are taken from the
+            # output's own environment, so they name the output itself, not the top-level recipe (measured:
+            # TOP_PKG_NAME=libtorch); the top-level build has neither (build.py 2364-2366)
+            env |= {"TOP_PKG_NAME": step.name, "TOP_PKG_VERSION": step.version}
+        # every variant key, as get_dict exports them (environ.py 381-384)
         for key, value in step.variant.items():
             if isinstance(value, str):
                 env[key] = value
@@ -349,6 +374,14 @@ class Rehearsal:
         if self.target.windows:
             env.update(self.windows_variables(env.get("CMAKE_ARGS", "")))
         return env
+
+    def stdlib_dir(self, python: str) -> Path:
+        """conda-build's STDLIB_DIR (SP_DIR is its site-packages): the first non-link ``lib/python?.*`` of
+        the host prefix, sorted, whatever the output's Python, else ``lib/python<PY_VER>``
+        (conda_build/utils.py 995-1006 ``get_stdlib_dir``). conda-build's Windows ``Lib`` is not played: the
+        simulated win-64 host Python is a venv of this machine's (target.py), whose site-packages is there."""
+        found = sorted(p for p in self.prefix.glob("lib/python?.*") if not p.is_symlink())
+        return found[0] if found else self.prefix / "lib" / f"python{python}"
 
     def windows_variables(self, cmake_args: str) -> dict[str, str]:
         """What conda-build adds on Windows (environ.py windows_vars, python_vars; windows.py writes
@@ -386,6 +419,31 @@ class Rehearsal:
             magma = magma or brings_libmagma(installed.step)
         if magma:
             self.install_magma(self.prefix)
+        self.write_package_record(step)
+        if step.name != TOP_LEVEL_NAME:
+            self.restore_pass1_host_files()
+
+    def write_package_record(self, step: Step) -> None:
+        """What an installer leaves in ``conda-meta/``: a record listing the files it installed (conda's and
+        rattler's records have ``files``; the driver judges the host prefix by them, host_prefix.py). One
+        record for everything the step's host requirements brought."""
+        installed = sorted(f for f in prefixes.prefix_files(self.prefix) if not f.startswith("conda-meta/"))
+        record = {"name": f"rehearsal-host-of-{step.label}", "version": "0", "build": "0", "files": installed}
+        (self.prefix / "conda-meta" / f"{record['name']}-0-0.json").write_text(json.dumps(record) + "\n")
+
+    def restore_pass1_host_files(self) -> None:
+        """conda-build backs up the files the top-level build added to the host prefix (build.py 2640-2648)
+        and copies them into every output's host prefix after creating it (build.py 2788-2796); they are
+        there before the output's script runs, so they are not the output's files (build.py 1774,
+        ``initial_files``)."""
+        top = next((r for r in self.results if r.step.name == TOP_LEVEL_NAME), None)
+        if top is None or not top.new_files:
+            return
+        prefixes.install_files(self.pass1_host_backup, top.new_files, self.prefix)
+
+    @property
+    def pass1_host_backup(self) -> Path:
+        return self.dir / "pass1-host-files"
 
     def target_python(self, step: Step, template: Path) -> None:
         """The host prefix's Python as the target's (target.py): on a cross build a binary this machine
@@ -454,7 +512,9 @@ class Rehearsal:
         seconds = time.monotonic() - started
         cpu_seconds = _children_cpu_seconds() - cpu_before
         new_files = sorted(prefixes.prefix_files(self.prefix) - before)
-        objects = ninja_log.objects_between(log_before, ninja_log.snapshot(ninja_log_path))
+        log_after = ninja_log.snapshot(ninja_log_path)
+        objects = ninja_log.objects_between(log_before, log_after, self.ninja_entries_seen)
+        self.ninja_entries_seen.update([*log_before.values(), *log_after.values()])
         still_there = {
             rel for rel in before if (self.prefix / rel).exists() or (self.prefix / rel).is_symlink()
         }
@@ -475,8 +535,10 @@ class Rehearsal:
             cpu_seconds=cpu_seconds,
         )
         result.driver_report = _read_json(self.src_dir / "build" / "megabuild-report.json")
-        if result.ok and step.name == TOP_LEVEL_NAME and self.fresh_work_dir:
-            self.stash_work_dir()
+        if result.ok and step.name == TOP_LEVEL_NAME:
+            prefixes.install_files(self.prefix, new_files, self.pass1_host_backup)
+            if self.fresh_work_dir:
+                self.stash_work_dir()
         if result.ok and step.name != TOP_LEVEL_NAME:
             relocation.relocate(self.prefix, new_files)
             result.package_dir = self._write_package(step, new_files)

@@ -3,11 +3,14 @@
 A thin adapter over the build driver's reader ``megabuild.ninja_log``: the harness snapshots the log
 (the latest entry per output) before and after each build script; the step's objects are the entries
 that are new or changed in between, which survives Ninja compacting its log. An object is what the
-driver counts as one, so the rehearsal's step table measures what the driver's report records.
+driver counts as one, so the rehearsal's step table measures what the driver's report records. Every entry
+the harness has seen in any snapshot is remembered: a line ninja wrote in an earlier step and the driver
+appended again is not a compile of this step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +31,12 @@ def snapshot(path: Path) -> Snapshot:
         raise ToolError(str(exc)) from exc
 
 
-def objects_between(before: Snapshot, after: Snapshot) -> list[str]:
-    """The object files Ninja compiled between two snapshots, sorted."""
-    return _ninja_log.PassWork.from_entries(_ninja_log.ran_between(before, after)).objects
+def objects_between(before: Snapshot, after: Snapshot, seen: Collection[Any] = frozenset()) -> list[str]:
+    """The object files Ninja compiled between two snapshots, sorted. An entry of an earlier snapshot
+    (``seen``) is no compile: the driver put a kept object back with the log line ninja wrote when it
+    compiled it (megabuild/python_products.py), which was counted then."""
+    ran = [entry for entry in _ninja_log.ran_between(before, after) if entry not in seen]
+    return _ninja_log.PassWork.from_entries(ran).objects
 
 
 def target_of(object_path: str) -> str:

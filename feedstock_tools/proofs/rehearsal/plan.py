@@ -8,6 +8,7 @@ environment sees them, the host requirements to provide, the Python of the step)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,3 +135,43 @@ def _host_python(host: Sequence[str], variant_python: str) -> str | None:
         if words and words[0] == "python":
             return PythonVersion.parse(words[1] if len(words) > 1 else variant_python).version
     return None
+
+
+def conda_build_order(steps: Sequence[Step], seed: int | None, cross: bool = False) -> list[Step]:
+    """The steps in the order conda-build 26.7.1 runs them: the top-level build first, then the outputs by
+    name in dependency order, the names of one level sorted (conda_build/metadata.py 926-982
+    ``_toposort_outputs``, conda/common/toposort.py 20-51 ``_toposort``; a name depends on the outputs its
+    run, host and, unless cross-compiling, build requirements name), the variants of one name together.
+
+    The variants of one name come in the order of Python's sets of strings (conda_build/variants.py 609-655,
+    ``list_of_dicts_to_dict_of_lists``), so it changes with PYTHONHASHSEED (measured, conda-build 26.7.1, this
+    recipe's CUDA configuration: seed 0 built pytorch for 3.12, 3.13, 3.10, 3.11, 3.14; seed 1 for 3.10,
+    3.13, 3.11, 3.12, 3.14; seed 2 for 3.13, 3.14, 3.10, 3.12, 3.11). ``seed`` None keeps the render's
+    order; a number picks a permutation of its own (a stand-in for the hash order, not CPython's)."""
+    top, outputs = steps[0], list(steps[1:])
+    names = list(dict.fromkeys(step.name for step in outputs))
+    needs = {
+        name: {
+            dep
+            for step in outputs
+            if step.name == name
+            for dep in (*step.run_names(), *step.host_names(), *([] if cross else step.build_names()))
+            if dep in names and dep != name
+        }
+        for name in names
+    }
+    ordered: list[str] = []
+    while needs:
+        level = sorted(name for name, deps in needs.items() if not deps)
+        if not level:
+            raise ToolError(f"the outputs {', '.join(sorted(needs))} depend on each other in a circle")
+        ordered += level
+        needs = {name: deps - set(level) for name, deps in needs.items() if name not in level}
+
+    def variant_key(step: Step) -> str:
+        return hashlib.sha256(f"{seed}:{step.label}".encode()).hexdigest()
+
+    by_name = {name: [step for step in outputs if step.name == name] for name in ordered}
+    if seed is not None:
+        by_name = {name: sorted(group, key=variant_key) for name, group in by_name.items()}
+    return [top, *(step for name in ordered for step in by_name[name])]

@@ -61,15 +61,10 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
         r.step.name == "libtorch-cuda-linalg" and r.step.variant.get("magma_variant") == "magma"
         for r in results
     )
-    # Extra Pythons: pytorch passes whose Python differs from the one torch_python was last built for.
-    # In conda-build's order (ascending Python, pass 1 on the oldest) these are the Pythons other than
-    # pass 1's; in another order every switch of interpreter is unavoidable work and counts.
-    # With a fresh work directory per output, every output starts from pass 1's interpreter.
-    extra, last_python = 0, rehearsal.pass1_python
-    for result in results:
-        if result.step.name == "pytorch":
-            extra += result.step.python != last_python
-            last_python = rehearsal.pass1_python if rehearsal.fresh_work_dir else result.step.python
+    # Extra Pythons: the pytorch outputs' Pythons other than pass 1's, each needing its own Python-linked
+    # objects once, whatever the order of the outputs (a return to a Python compiles nothing:
+    # megabuild/python_products.py keeps what each Python's pass compiled)
+    extra = len({r.step.python for r in results if r.step.name == "pytorch"} - {rehearsal.pass1_python})
     return WorkRatio(
         compiled=sum(len(r.objects) for r in results),
         pass1=len(pass1.objects),
