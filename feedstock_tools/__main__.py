@@ -27,7 +27,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "proofs.gpu_check",
     "ci.ci_support",
     "proofs.solve_check",
-    "proofs.anchor_parity",
+    "maintainer.anchor_parity",
     "proofs.real_build",
     "maintainer.render_v1",
     "release.bump",

@@ -1,6 +1,6 @@
 """The parity table with conda-forge's 2.13.0 recipe cannot drift: every row's value is computed for every
 platform family from the driver's environment and the rendered recipe
-(feedstock_tools/proofs/anchor_parity.py), and docs/anchor-parity.md is the table's rendering."""
+(feedstock_tools/maintainer/anchor_parity.py), and docs/anchor-parity.md is the table's rendering."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
-from feedstock_tools.proofs import anchor_parity
-from feedstock_tools.proofs.anchor_parity import DOC_FILE, Table, disagreements, load_table, render_markdown
+from feedstock_tools.maintainer import anchor_parity
+from feedstock_tools.maintainer.anchor_parity import DOC_FILE, Table, disagreements, load_table, render_markdown
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 
