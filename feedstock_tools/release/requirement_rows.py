@@ -31,6 +31,13 @@ from feedstock_tools.release.rows import CHANGED, PERSON, SAME, Row
 # Requires-Dist names conda-forge's CUDA packages stand for: the recipe gets them through the run_exports
 # of its CUDA -dev host packages, so they are compared in the CUDA rows, not as run requirements.
 CUDA_STACK = re.compile(r"^(cuda-toolkit|nvidia-.*)$")
+# What upstream's CUDA builds that PyPI does not carry (PyPI has the default CUDA only) require of a
+# CUDA-series package, by CUDA major, as a conda spec: cuda-bindings ==12.9.4 for the CUDA 12.6, 12.8 and
+# 12.9 wheels (upstream's .github/scripts/generate_binary_build_matrix.py, PYTORCH_EXTRA_INSTALL_REQUIREMENTS,
+# read at a 2.10-era commit; pytorch/pytorch#188594 restricts that 12.9 entry on release/2.13, so it is still
+# there), and conda-forge's cuda-bindings 12.9.x (cuda-python-feedstock's 12.9 branch, 624ab39: 12.9.7) runs
+# on every CUDA 12. The bound is the floor of that series: conda-forge's builds are newer than 12.9.4.
+OTHER_SERIES: dict[str, dict[str, str]] = {"cuda-bindings": {"12": ">=12.9.4,<13"}}
 # A marker's platform_system and the selector flag conda-build spells it with
 _MARKER_PLATFORMS = {"Linux": "linux", "Windows": "win", "Darwin": "osx"}
 
@@ -143,10 +150,14 @@ def _series_lines(
     lines, others = [], []
     for version in versions:
         where = " and ".join(w for w in (flag, f'cuda_compiler_version == "{version}"') if w)
-        if version.split(".")[0] == major:
-            lines.append(f"- {name} {conda_spec(spec, '')}  # [{where}]")
+        series = version.split(".", maxsplit=1)[0]
+        known = OTHER_SERIES.get(name, {}).get(series)
+        if series == major:
+            lines.append(f"`- {name} {conda_spec(spec, '')}  # [{where}]`")
+        elif known:
+            lines.append(f"`- {name} {known}  # [{where}]`")
         else:
-            lines.append(f"- {name} <its {version.split('.')[0]}.x series>  # [{where}]")
+            lines.append(f"`- {name} <its {series}.x series>  # [{where}]`")
             others.append(version)
     return lines, others
 
@@ -270,22 +281,21 @@ def _missing_row(
     configs: Sequence[Configuration],
 ) -> Row:
     """What to add for a requirement the recipe lacks: the line(s), their selectors, the records."""
-    conda = name or f"<{pypi_name}'s conda-forge name>"
+    conda = name or pypi_name  # conda-forge spells most PyPI packages so: the row says to check it
     selector, dropped = marker_selector(marker, configs)
     note = f" (its marker's {' and '.join(dropped)} excludes no Python built here)" if dropped else ""
+    if name is None:
+        note += f" ({conda} is the PyPI name: check conda-forge's on its feedstock)"
     if series and cuda:
         lines, others = _series_lines(conda, spec, marker, cuda, configs)
         action = (
             f"add to recipe/meta.yaml's pytorch run requirements one line per CUDA version: "
-            f"{'; '.join(lines)}{note}. PyPI's wheel is CUDA {cuda}: the "
-            + (
-                f"{', '.join(others)} lines take the series upstream's CUDA {others[0].split('.')[0]} wheels "
-                "require (not on PyPI; docs/bump.md, 'Per-CUDA-series run requirements'). "
-                if others
-                else ""
-            )
-            + "Then give solve-check a record of each series in feedstock_tools/proofs/solve_metadata.yaml "
-            "(docs/bump.md, 'solve-check records')"
+            f"{'; '.join(lines)}{note}. PyPI's wheel is CUDA {cuda}; the other series are what upstream's "
+            "CUDA wheels of that major require (not on PyPI; docs/bump.md, 'Per-CUDA-series run "
+            "requirements')"
+            + (f", unknown here for CUDA {', '.join(others)}: find it there" if others else "")
+            + ". Then solve-check needs a record of each series in "
+            "feedstock_tools/proofs/solve_metadata.yaml (docs/bump.md, 'solve-check records')"
         )
     else:
         line = f"- {conda} {conda_spec(spec, '')}".rstrip() + (f"  # [{selector}]" if selector else "")

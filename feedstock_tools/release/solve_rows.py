@@ -12,6 +12,16 @@ from feedstock_tools.release import recipe_edit
 from feedstock_tools.release.rows import PERSON, SAME, Row
 
 METADATA = "feedstock_tools/proofs/solve_metadata.yaml"
+# run requirements solve-check makes records of itself: the recipe's own packages and Python
+NEEDS_NO_RECORD = frozenset({"python", "libtorch", "pytorch"})
+_RECORD_HOW = (
+    "add a record of {line.name} at a real version {line.spec} admits to " + METADATA + "'s dependencies "
+    "(name, subdirs, version, per_python for a compiled Python package, builds with the depends that "
+    "matter, source). From conda-forge's repodata where you can reach it; offline, from its feedstock's "
+    "recipe at a commit (the version, subdirs, run requirements), or, for a version conda-forge has not "
+    "built yet, from PyPI (`pip index versions {line.name}`: conda-forge builds upstream's release tags), "
+    "saying so in source. Never a made-up version (docs/bump.md, 'solve-check records')"
+)
 REQUESTS = "feedstock_tools/proofs/solve_requests.yaml"
 
 
@@ -32,7 +42,22 @@ def solve_record_rows(meta: str) -> list[Row]:
     rows = []
     for line in recipe_edit.run_requirement_lines(meta):
         versions = records.get(line.name, [])
-        if not line.spec or not versions:
+        if line.name.startswith("__") or line.name in NEEDS_NO_RECORD or "{" in line.spec:
+            continue  # a virtual package, the recipe's own, or a spec each variant renders
+        if not versions:
+            rows.append(
+                Row(
+                    "solve-check record",
+                    line.shown(),
+                    "(no record)",
+                    line.spec or "(any)",
+                    PERSON,
+                    "solve-check stops on a requirement it has no record of: "
+                    + _RECORD_HOW.format(line=line),
+                )
+            )
+            continue
+        if not line.spec:
             continue
         meeting = [version for version in versions if satisfies(version, line.spec)]
         if meeting:
@@ -45,12 +70,8 @@ def solve_record_rows(meta: str) -> list[Row]:
                 ", ".join(versions),
                 line.spec,
                 PERSON,
-                f"add a record of {line.name} at a real version {line.spec} admits to {METADATA}'s "
-                "dependencies (name, subdirs, version, per_python for a compiled Python package, builds, "
-                "source): conda-forge's repodata where you can reach it; offline, its feedstock's recipe at "
-                "a commit (conda-forge builds upstream's release tags, so a version on PyPI that the spec "
-                "admits, `pip index versions NAME`, is the version its feedstock will publish: say which in "
-                "source). Never a made-up version (docs/bump.md, 'solve-check records')",
+                "no record meets the new spec, so solve-check would drop every build needing it: "
+                + _RECORD_HOW.format(line=line),
             )
         )
     return rows
