@@ -370,30 +370,30 @@ def _comparison(row: Row, family: Family, got: Any) -> str | None:
     return _DIFFERS if " " not in anchor else None
 
 
-def contradictions(table: Table, found: Mapping[str, Actual]) -> list[Problem]:
-    """Rows whose decision says the opposite of their values: "same"/"fixed now" with a value that is not
-    the anchor's, "different"/"not needed" with the anchor's own value, "not needed" with a value set."""
+def contradictions(table: Table) -> list[Problem]:
+    """Rows whose decision says the opposite of their own values (the anchor's and the table's "ours"):
+    "same"/"fixed now" with a value that is not the anchor's, "different"/"not needed" with the anchor's own
+    value, "not needed" with a value set. One per row."""
     problems = []
     for row in table.rows:
         for name in row.families:
-            got = value_of(row, found[name])
-            verdict = _comparison(row, table.families[name], got)
-            wrong = (
+            ours = expected(row, table.families[name])
+            verdict = _comparison(row, table.families[name], ours)
+            set_anyway = row.decision == "not needed" and ours not in (None, False)
+            if (
                 (verdict == _DIFFERS and row.decision in ("same", "fixed now"))
                 or (verdict == _MATCHES and row.decision in ("different", "not needed"))
-                or (row.decision == "not needed" and got not in (None, False))
-            )
-            if wrong:
+                or set_anyway
+            ):
                 right = "same or fixed now" if verdict == _MATCHES else "different or not needed"
-                if row.decision == "not needed" and verdict != _MATCHES and got not in (None, False):
-                    right = "different (ours sets it)"
+                right = "different (ours sets it)" if set_anyway and verdict != _MATCHES else right
                 problems.append(
                     Problem(
                         row.setting,
                         name,
                         row.decision,
-                        f"anchor {row.anchor!r}, ours {got!r}",
-                        f"decision {row.decision!r} contradicts anchor {row.anchor!r} and ours {got!r}: "
+                        f"anchor {row.anchor!r}, ours {ours!r}",
+                        f"decision {row.decision!r} contradicts anchor {row.anchor!r} and ours {ours!r}: "
                         f"make it {right}, or correct the values",
                     )
                 )
@@ -409,7 +409,7 @@ def problems(root: Path = REPO_ROOT) -> list[Problem]:
     document."""
     table = load_table(table_file(root))
     found = actuals(table, root / ".ci_support", root)
-    found_problems = disagreement_problems(table, found) + contradictions(table, found)
+    found_problems = disagreement_problems(table, found) + contradictions(table)
     document = root / DOC_NAME
     if document.is_file() and document.read_text(encoding="utf-8") != render_markdown(table, root, found):
         found_problems.append(
@@ -436,7 +436,7 @@ def refresh(root: Path) -> tuple[list[Problem], str]:
         if document.read_text(encoding="utf-8") != text:
             _atomic_file.write_text(document, text)
             written = DOC_NAME
-    return disagreement_problems(table, found) + contradictions(table, found), written
+    return disagreement_problems(table, found) + contradictions(table), written
 
 
 # ---- the document ----------------------------------------------------------------------------------------
@@ -534,7 +534,7 @@ def run(args: argparse.Namespace) -> int:
     root = args.root
     table = load_table(table_file(root))
     found = actuals(table, args.ci_support or root / ".ci_support", root)
-    lines = [p.line() for p in disagreement_problems(table, found) + contradictions(table, found)]
+    lines = [p.line() for p in disagreement_problems(table, found) + contradictions(table)]
     for line in lines:
         print(line)
     counts = summary(table)

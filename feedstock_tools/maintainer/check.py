@@ -34,7 +34,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -394,11 +394,12 @@ def print_patch_report(report: PatchReport) -> None:
     print(report.summary())
 
 
-def check_recipe_v1(root: Path) -> list[Finding]:
+def check_recipe_v1(root: Path, configs: Sequence[Path] | None = None) -> list[Finding]:
     """Where the v1 recipe lives (render_v1.layout_problems: R-051 and the variant file), then every
     difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's over the committed
-    .ci_support configurations: one finding per item one recipe lists and the other lacks (or per value
-    they give differently), naming the configurations; a recipe that does not parse is one finding."""
+    .ci_support configurations (or ``configs``): one finding per item one recipe lists and the other lacks
+    (or per value they give differently), naming the configurations; a recipe that does not parse is one
+    finding."""
     recipe_dir, v1_dir = root / "recipe", root / render_v1.V1_DIRNAME
     v1_recipe = v1_dir / "recipe.yaml"
     findings = [Finding("recipe-v1", where, what) for where, what in render_v1.layout_problems(root)]
@@ -409,13 +410,13 @@ def check_recipe_v1(root: Path) -> list[Finding]:
         return [*findings, Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", unreadable)]
     errors: dict[str, list[str]] = {}
     differences = []
-    for path in sorted((root / ".ci_support").glob("*.yaml")):
+    for path in configs or sorted((root / ".ci_support").glob("*.yaml")):
         try:
             differences += render_v1.compare_config(recipe_dir, path, v1_dir)[1]
         except (ToolError, ValueError) as exc:
             errors.setdefault(str(exc).replace(path.stem, "<configuration>"), []).append(path.stem)
-    for message, configs in errors.items():
-        where = configs[0] if len(configs) == 1 else f"{len(configs)} configurations, e.g. {configs[0]}"
+    for message, shown_in in errors.items():
+        where = shown_in[0] if len(shown_in) == 1 else f"{len(shown_in)} configurations, e.g. {shown_in[0]}"
         findings.append(Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", f"{message} ({where})"))
     findings += [
         Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", drift.line())
@@ -440,15 +441,26 @@ def _yaml_problem(path: Path) -> str | None:
 
 def check_anchor_parity(root: Path) -> list[Finding]:
     """The anchor-parity table (feedstock_tools/maintainer/anchor_parity.yaml) against the driver's
-    environment and the rendered recipe of every family, its decisions against its values, its document."""
-    return [
-        Finding(
-            "anchor-parity", f"{anchor_parity.TABLE_NAME}: {problem.setting} [{problem.family}]", problem.fix
+    environment and the rendered recipe of every family, its decisions against its values, its document:
+    one finding per row and problem, naming the families it shows in and the file to edit."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for problem in anchor_parity.problems(root):
+        grouped.setdefault((problem.setting, problem.fix), []).append(problem.family)
+    findings = []
+    for (setting, fix), families in grouped.items():
+        if setting == anchor_parity.DOC_NAME:
+            findings.append(Finding("anchor-parity", anchor_parity.DOC_NAME, fix))
+            continue
+        where = f"{anchor_parity.TABLE_NAME}: {setting} [{', '.join(families)}]"
+        findings.append(
+            Finding(
+                "anchor-parity",
+                where,
+                f"{fix} (edit the row in {anchor_parity.TABLE_NAME}, then anchor-parity --write; or "
+                "restore the setting the row describes)",
+            )
         )
-        if problem.setting != anchor_parity.DOC_NAME
-        else Finding("anchor-parity", anchor_parity.DOC_NAME, problem.fix)
-        for problem in anchor_parity.problems(root)
-    ]
+    return findings
 
 
 def progress(line: str) -> None:
