@@ -40,6 +40,14 @@ def write_text(path: Path, text: str) -> None:
     _atomic_file.write_text(path, text, newline="")
 
 
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` byte for byte, atomically (the driver's writer takes text: surrogateescape carries every
+    byte that is not UTF-8 through it unchanged)."""
+    _atomic_file.write_text(
+        path, data.decode("utf-8", "surrogateescape"), errors="surrogateescape", newline=""
+    )
+
+
 @dataclass(frozen=True)
 class Snapshot:
     root: Path
@@ -82,9 +90,7 @@ class Snapshot:
         for path, (data, mode) in self.files.items():
             if not path.is_file() or path.read_bytes() != data:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_file.write_text(
-                    path, data.decode("utf-8", "surrogateescape"), errors="surrogateescape", newline=""
-                )
+                write_bytes(path, data)
             if path.stat().st_mode & 0o7777 != mode:
                 path.chmod(mode)
 
