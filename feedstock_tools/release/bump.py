@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,9 +280,17 @@ def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning:
         raise ToolError(f"{version} is not newer than the recipe's {current.version}: give the new release")
     state = BumpState(root, version, sha256, wheel_dirs, pinning, meta, config)
     with transaction.all_or_nothing(root):
-        for _, stage in STAGES:
+        for number, (name, stage) in enumerate(STAGES, start=1):
+            progress(f"bump {version}: [{number}/{len(STAGES)}] {name}")
             stage(state)
     return Bump(state.rows)
+
+
+def progress(line: str) -> None:
+    """A line per stage on a terminal's stderr (the bump takes minutes); never in a pipe, where the table
+    (or one error line) is all a caller reads."""
+    if sys.stderr.isatty():
+        print(line, file=sys.stderr, flush=True)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
