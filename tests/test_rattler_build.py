@@ -95,7 +95,7 @@ def test_set_context_rewrites_version_sha256_and_build(tmp_path: Path) -> None:
     changed = [
         (a, b) for a, b in zip(original.splitlines(), recipe.read_text().splitlines(), strict=True) if a != b
     ]
-    assert [b for _, b in changed] == ['  version: "9.8.7"', f"  sha256: {'ab' * 32}", "  build: 3"]
+    assert [b for _, b in changed] == ['  version: "9.8.7"', f'  sha256: "{"ab" * 32}"', "  build: 3"]
     outputs = rattler_render.render(recipe, CPU_CONFIG, ["3.12"])  # the real rattler-build reads it
     assert {o.recipe["package"]["version"] for o in outputs} == {"9.8.7"}
     assert outputs[0].recipe["staging_caches"][0]["source"][0]["sha256"] == "ab" * 32
