@@ -184,32 +184,43 @@ def test_run_requirements_follow_the_wheels_metadata(bumped: BumpRun) -> None:
 
 
 def test_a_requirement_of_the_cuda_series_gets_a_line_per_cuda_version(bumped: BumpRun) -> None:
-    """The CUDA wheel's cuda-bindings spec is CUDA 13's series: the row names one line per CUDA version of
-    the Linux configurations, the wheel's spec for its major, the other major's series for the rest."""
+    """The CUDA wheel's cuda-bindings spec is its CUDA major's series: for a recipe without it, the row
+    quotes one line per CUDA version of the Linux configurations, the wheel's spec for its major, the other
+    major's series for the rest; for a recipe with those lines, each keeps its own row, and only the line
+    of the wheel's major takes the wheel's spec."""
     cuda = release_cuda(bumped.release)
+    assert cuda, "PyPI's Linux wheel of the release is a CUDA build"
     series = {}
     for line in metadata_headers(bumped.release, "Requires-Dist"):
         parsed = parse_requirement(line)
         if parsed and "extra" not in parsed[2] and requirement_rows.cuda_series(parsed[1], cuda):
             series[parsed[0]] = parsed[1]
     assert series, "the release's CUDA wheel names no package of its CUDA series"
-    linux_cuda = {
-        str(c["cuda_compiler_version"][0])
-        for c in map(load_variant_config, (bumped.root / ".ci_support").glob("linux_*.yaml"))
-        if str(c["cuda_compiler_version"][0]) != "None"
-    }
-    by_name = {row[1]: row for row in rows(bumped.table, "run requirement")}
+    linux_cuda = sorted(
+        {
+            str(c["cuda_compiler_version"][0])
+            for c in map(load_variant_config, (bumped.root / ".ci_support").glob("linux_*.yaml"))
+            if str(c["cuda_compiler_version"][0]) != "None"
+        }
+    )
+    table = rows(bumped.table, "run requirement")
     for name, spec in series.items():
-        lines = re.findall(r"`(- [^`]+)`", by_name[name][5])
-        assert sorted(re.search(r'cuda_compiler_version == "([\d.]+)"', line)[1] for line in lines) == sorted(
-            linux_cuda
-        )
-        for line in lines:
-            version = re.search(r'== "([\d.]+)"', line)[1]  # type: ignore[index]
-            if version.split(".")[0] == cuda.split(".")[0]:  # type: ignore[union-attr]
-                assert requirement_rows.conda_spec(spec, "") in line
+        missing = [row for row in table if row[1] == name and row[2] == "(not in the recipe)"]
+        if missing:
+            lines = re.findall(r"`(- [^`]+)`", missing[0][5])
+            shown = {re.search(r'cuda_compiler_version == "([\d.]+)"', line)[1]: line for line in lines}  # type: ignore[index]
+        else:
+            shown = {
+                re.search(r'cuda_compiler_version == "([\d.]+)"', row[1])[1]: f"- {name} {row[3]}"  # type: ignore[index]
+                for row in table
+                if row[1].startswith(f"{name} [")
+            }
+        assert sorted(shown) == linux_cuda
+        for version, line in shown.items():
+            if version.split(".")[0] == cuda.split(".")[0]:
+                assert f" {requirement_rows.conda_spec(spec, '')}" in line
             else:
-                assert "<its" not in line, "the other series is named (OTHER_SERIES)"
+                assert "<its" not in line and cuda.split(".")[0] + "." not in line.split()[2], line
 
 
 def test_staging_rows_name_every_file_no_rule_claims(bumped: BumpRun) -> None:
@@ -360,7 +371,6 @@ def test_the_worked_copy_renders_and_solves(worked: Worked, bumped: BumpRun, tes
     """render-ci --check and solve-check pass on the worked copy: the run requirements the rows added solve
     for every configuration they select (a record of each CUDA series), and every other record meets its
     spec."""
-    assert worked.added_lines, "the release adds a run requirement (cuda-bindings from 2.13.0's wheels on)"
     assert {row[1] for row in rows(bumped.table, "linkage")} == set(bumped.release.wheels)
     status = main(
         [
@@ -396,6 +406,15 @@ def test_check_passes_on_the_worked_copy_with_the_bumps_patch_verdicts(
             assert row[3].startswith(by_hunk[(number, hunk)].detail)
 
 
+def per_cuda_version_lines(meta: str) -> list[recipe_edit.RunLine]:
+    """The run requirement lines selected by one CUDA version each (a CUDA-series package's)."""
+    return [
+        line
+        for line in recipe_edit.run_requirement_lines(meta)
+        if re.search(r'cuda_compiler_version == "[\d.]+"', line.selector or "")
+    ]
+
+
 def test_the_next_bump_keeps_each_cuda_series(worked: Worked, bumped: BumpRun) -> None:
     """Bumping the worked copy again (to the next fixture release, else the same one) rewrites only the line
     of PyPI's CUDA series and keeps the other series' line as it is, without a row for a person."""
@@ -404,28 +423,26 @@ def test_the_next_bump_keeps_each_cuda_series(worked: Worked, bumped: BumpRun) -
     meta = (worked.root / "recipe/meta.yaml").read_text()
     new_meta, found = requirement_rows.requirement_changes(release, meta, worked.root / ".ci_support")
     cuda = release_cuda(release)
-    for line in recipe_edit.run_requirement_lines(meta):
-        if f"- {line.name} " not in " ".join(worked.added_lines):
-            continue
+    lines = per_cuda_version_lines(meta)
+    assert lines, "the worked recipe has a line per CUDA version (cuda-bindings)"
+    for line in lines:
         (after,) = [n for n in recipe_edit.run_requirement_lines(new_meta) if n.selector == line.selector]
-        of_pypi = re.search(r'== "(\d+)\.', line.selector or "")[1] == cuda.split(".")[0]  # type: ignore[index,union-attr]
-        if of_pypi:
+        major = re.search(r'== "(\d+)\.', line.selector or "")[1]  # type: ignore[index]
+        if major == cuda.split(".")[0]:  # type: ignore[union-attr]
             spec = requirement_rows.requirements(release)[line.name][0]
             assert after.spec == requirement_rows.conda_spec(spec, line.spec)
         else:
             assert after.spec == line.spec
-    assert not [row for row in found if row.status == PERSON and row.item.startswith("cuda-bindings")]
+    names = {line.name for line in lines}
+    assert not [row for row in found if row.status == PERSON and row.item.split()[0].rstrip(":") in names]
 
 
 def test_the_records_of_each_cuda_series_are_conda_forges(worked: Worked) -> None:
-    """solve_metadata.yaml has a real record (with its source) of every CUDA series line the rows add."""
-    records = [entry for entry in solve_channel.load_metadata()["dependencies"]]
-    for line in recipe_edit.run_requirement_lines((worked.root / "recipe/meta.yaml").read_text()):
-        if f"- {line.name} " in " ".join(worked.added_lines):
-            meeting = [
-                r for r in records if r["name"] == line.name and satisfies(str(r["version"]), line.spec)
-            ]
-            assert meeting and all("conda-forge/" in r["source"] for r in meeting), line
+    """solve_metadata.yaml has a real record (with its source) of every CUDA version's line."""
+    records = solve_channel.load_metadata()["dependencies"]
+    for line in per_cuda_version_lines((worked.root / "recipe/meta.yaml").read_text()):
+        meeting = [r for r in records if r["name"] == line.name and satisfies(str(r["version"]), line.spec)]
+        assert meeting and all("conda-forge/" in r["source"] for r in meeting), line
 
 
 # ---- the bumped copy rehearses: STRICT, ratio 1.00, one configuration per platform ---------------------
