@@ -498,7 +498,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the top-level host requirements; every "
             "output has a test; build numbers follow CUDA +200 + version digits, MKL +100, MAGMA +50 and "
             "build strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
-            ".ci_support is what the CI generator writes; the staging table and the outputs agree. "
+            ".ci_support is what the CI generator writes; the staging table and the outputs agree; "
+            "recipe-v1/recipe.yaml says what meta.yaml says (one line per item one recipe lacks); the "
+            "anchor-parity table holds (feedstock_tools/maintainer/anchor_parity.yaml). "
             "Prints one line per finding and exits 1 when there is any."
         ),
     )
