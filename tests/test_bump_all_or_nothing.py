@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from bump_fixtures import (
     DATA,
     FIXTURES,
@@ -23,6 +24,7 @@ from bump_fixtures import (
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.maintainer import render_v1
 from feedstock_tools.release import bump, recipe_edit, wheel_source
 
 
@@ -244,3 +246,13 @@ def test_a_run_requirement_line_is_edited_by_its_selector() -> None:
         bump.ToolError, match=r"cuda-bindings is not a run requirement .* with the selector \[win\]"
     ):
         recipe_edit.set_run_requirement(twice, "cuda-bindings", ">=1", "win")
+
+
+def test_an_all_digit_hash_stays_a_string_in_the_v1_recipe(tmp_path: Path) -> None:
+    """docs/bump.md's placeholder hash (64 zeros) once became the integer 0 in recipe-v1 (unquoted YAML), and
+    rattler-build's render failed after the recipe was written: the bump quotes every value it writes."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text((REPO_ROOT / "recipe-v1" / "recipe.yaml").read_text())
+    render_v1.set_context(recipe, version=next_release(), sha256="0" * 64, build=0)
+    context = yaml.safe_load(recipe.read_text())["context"]
+    assert context["sha256"] == "0" * 64 and context["version"] == next_release()
