@@ -167,12 +167,15 @@ def test_the_bump_sets_version_hash_build_and_python_floor(bumped: BumpRun) -> N
 
 
 def test_run_requirements_follow_the_wheels_metadata(bumped: BumpRun) -> None:
+    """Every requirement of one line takes the wheels' bound (a CUDA-series package's lines: the test
+    below)."""
     meta = (bumped.root / "recipe/meta.yaml").read_text()
     recipe = recipe_edit.run_requirements(meta)
+    per_cuda = {line.name for line in per_cuda_version_lines(meta)}
     table_rows = {row[1].split(" [")[0]: row for row in rows(bumped.table, "run requirement")}
     for line in metadata_headers(bumped.release, "Requires-Dist"):
         name, spec, marker = parse_requirement(line)  # type: ignore[misc]
-        if "extra" in marker or requirement_rows.CUDA_STACK.match(name):
+        if "extra" in marker or requirement_rows.CUDA_STACK.match(name) or name in per_cuda:
             continue
         conda = next((n for n in recipe if n.replace("_", "-") == name), None)
         if conda is None:
