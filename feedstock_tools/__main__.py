@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from feedstock_tools.common import closed_pipe, interruption
+from feedstock_tools.common import closed_pipe, full_device, interruption
 from feedstock_tools.common.errors import ToolError
 
 # Modules that provide subcommands (dotted paths under feedstock_tools), in the order `--help` lists them.
@@ -27,7 +27,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "proofs.gpu_check",
     "ci.ci_support",
     "proofs.solve_check",
-    "proofs.anchor_parity",
+    "maintainer.anchor_parity",
     "proofs.real_build",
     "conda.recipe_v1",
     "maintainer.render_v1",
@@ -53,7 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with interruption.handled():
             return int(args.func(args) or 0)
-    except ToolError as exc:
+    except (ToolError, OSError) as exc:
+        # A full device is the cause wherever it shows up (a write of the command's own, or below a
+        # ToolError that wrapped it): one line naming the device, never a traceback or another blame.
+        full = full_device.full_error(exc)
+        if full is not None:
+            print(f"error: {full_device.full_device_line(full)}", file=sys.stderr)
+            return 1
+        if isinstance(exc, OSError):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except interruption.Interrupted as exc:

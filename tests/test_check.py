@@ -10,8 +10,11 @@ import pytest
 from recipe_matrix import RECIPE_VERSION as VERSION
 
 from feedstock_tools.__main__ import main
+from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.check import (
     Finding,
+    check_anchor_parity,
+    check_recipe_v1,
     listed_patches,
     patch_header_problem,
     print_patch_report,
@@ -211,3 +214,46 @@ def test_a_patch_that_does_not_apply_fails_check_with_its_hunk_in_the_table(
     (row,) = [line for line in table if line.startswith(f"{number} ") and f" {hunk.name()} " in line]
     assert " conflicts " in row
     assert ", 1 conflict, " in table[-1]
+
+
+def test_a_driver_change_the_parity_table_does_not_say_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The noexecstack flag gone from the driver: check names the anchor-parity row once, with the families
+    it shows in and the file to edit (the same table `anchor-parity` checks)."""
+    environment = import_megabuild("environment")
+    monkeypatch.setattr(environment, "LINUX_LDFLAGS_ADDED", ())
+    (finding,) = [f for f in check_anchor_parity(REPO) if "noexecstack" in f.where]
+    assert finding.rule == "anchor-parity"
+    assert finding.where.startswith(
+        "feedstock_tools/maintainer/anchor_parity.yaml: -Wl,-z,noexecstack [linux-64"
+    )
+    assert "this feedstock has False" in finding.message and "\n" not in finding.line()
+
+
+@pytest.fixture
+def v1_copy(tmp_path: Path) -> Path:
+    """The two recipes and their configurations."""
+    for name in ("recipe", "recipe-v1", ".ci_support"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def test_a_run_requirement_missing_from_recipe_v1_is_one_line(v1_copy: Path) -> None:
+    """One requirement added to meta.yaml's pytorch run only: one finding naming the item, both recipes and
+    the configurations it shows in, not one per configuration and field."""
+    meta = v1_copy / "recipe" / "meta.yaml"
+    _replace_once(meta, "        - filelock\n", "        - filelock\n        - optree >=0.13.0\n")
+    # two configurations (each real render takes seconds): a CPU and a CUDA one
+    configs = sorted((v1_copy / ".ci_support").glob("linux_64_blas_implmkl*"))[1:]
+    (finding,) = check_recipe_v1(v1_copy, configs)
+    assert finding.where == "recipe-v1/recipe.yaml"
+    assert finding.line() == (
+        "[recipe-v1] recipe-v1/recipe.yaml: pytorch run: 'optree >=0.13.0' is in meta.yaml, missing from "
+        f"recipe-v1/recipe.yaml (2 configurations, e.g. {configs[0].stem})"
+    )
+
+
+def test_a_recipe_v1_that_does_not_parse_is_one_finding(v1_copy: Path) -> None:
+    recipe = v1_copy / "recipe-v1" / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("context:\n", "context:\n  - [unclosed\n", 1))
+    (finding,) = check_recipe_v1(v1_copy)
+    assert finding.where == "recipe-v1/recipe.yaml" and "not YAML at line" in finding.message

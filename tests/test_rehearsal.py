@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from megabuild import activation
+from megabuild.cmake_cache import CMakeCache
 from recipe_matrix import RECIPE_VERSION
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
@@ -232,7 +233,11 @@ def test_packages_of_different_names_share_no_file(rehearsal: Rehearsal) -> None
 def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) -> None:
     """CMake's install tree goes to libtorch, libtorch-cuda-linalg or pytorch (libtorch_python), and each
     pytorch package holds its Python's setuptools tree; no package holds anything else but dist-info."""
-    install_root = rehearsal.src_dir / "torch"
+    # CMake's install prefix of the last install: <src>/torch (setup.py) or the wheel's torch/ in
+    # scikit-build-core's staging directory (either build backend, by the recipe's host)
+    install_root = Path(
+        CMakeCache.load(rehearsal.src_dir / "build" / "CMakeCache.txt").get("CMAKE_INSTALL_PREFIX")
+    )
     manifest = (rehearsal.src_dir / "build" / "install_manifest.txt").read_text().split()
     every = {Path(path).relative_to(install_root).as_posix() for path in manifest}
     installed = {path for path in every if path.split("/")[0] in ("lib", "include", "share", "bin")}
@@ -261,7 +266,9 @@ def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) ->
             continue
         site = f"lib/python{result.step.python}/site-packages/"
         tag = result.step.python.replace(".", "")
-        setuptools_tree = next((rehearsal.src_dir / "build").glob(f"lib.*-cpython-{tag}"), None)
+        setuptools_tree = next(  # setup.py's build/lib.*, or the unpacked wheel of scikit-build-core's pass
+            (rehearsal.src_dir / "build").glob(f"lib.*-cpython-{tag}"), None
+        ) or next((rehearsal.src_dir / "build" / "megabuild-wheels").glob(f"py{tag}/platlib"), None)
         if setuptools_tree is None and rehearsal.fresh_work_dir:
             continue  # that output's copy of the work directory is gone; the last one's tree is checked
         assert setuptools_tree is not None, f"no setuptools tree for Python {result.step.python}"

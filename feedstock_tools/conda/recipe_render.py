@@ -119,8 +119,8 @@ _YAML_LOADER = _StringifyNumbersLoader
 
 Variant = dict[str, Any]
 
-# TEMPORARY, for release/bump.py and proofs/anchor_parity.py only (rewritten by other work at the time of
-# issue 37; the lead converts them to read_configuration after the merge, then removes this name).
+# TEMPORARY, for feedstock_tools/release/ and maintainer/anchor_parity.py only (rewritten by other work at the
+# time of issue 37; the lead converts them to read_configuration after the merge, then removes this name).
 load_variant_config = read_configuration
 
 

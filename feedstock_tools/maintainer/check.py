@@ -19,8 +19,11 @@ Fails with one line per finding when
 * the build driver's staging table names a package the recipe does not build with a script, or the
   reverse;
 * recipe-v1/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
-  configuration (``render-v1``, docs/rattler-build.md), a directory holds both meta.yaml and recipe.yaml
-  (conda-smithy's lint R-051).
+  configuration (``render-v1``, docs/rattler-build.md: one finding per item one recipe lacks, over the
+  configurations), or a directory holds both meta.yaml and recipe.yaml (conda-smithy's lint R-051);
+* a row of the anchor-parity table (``feedstock_tools/maintainer/anchor_parity.yaml``) disagrees with
+  the driver's environment or the rendered recipe, or its decision contradicts its values, or
+  docs/anchor-parity.md is not the table's rendering (``anchor-parity``).
 
 Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
 """
@@ -31,9 +34,11 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import yaml
 
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common.configuration import Configuration, PythonVersion, parse_configuration
@@ -42,7 +47,7 @@ from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
-from feedstock_tools.maintainer import render_v1
+from feedstock_tools.maintainer import anchor_parity, render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
@@ -363,6 +368,8 @@ def run_checks(
         if on_patch_report is not None:
             on_patch_report(report)
     findings += check_recipe_v1(root)
+    progress("check: the anchor-parity table against every family")
+    findings += check_anchor_parity(root)
     return _dedupe(findings)
 
 
@@ -372,28 +379,72 @@ def print_patch_report(report: PatchReport) -> None:
     print(report.summary())
 
 
-def check_recipe_v1(root: Path) -> list[Finding]:
-    """Where the v1 recipe lives (render_v1.layout_problems: R-051 and the variant file), then every
-    difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's, per committed
-    .ci_support configuration (no comparison when there is no v1 recipe)."""
+def check_recipe_v1(root: Path, configs: Sequence[Path] | None = None) -> list[Finding]:
+    """Where the v1 recipe lives (render_v1.layout_problems: R-051), then every
+    difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's over the committed
+    .ci_support configurations (or ``configs``): one finding per item one recipe lists and the other lacks
+    (or per value they give differently), naming the configurations; a recipe that does not parse is one
+    finding."""
     recipe_dir, v1_dir = root / "recipe", root / render_v1.V1_DIRNAME
+    v1_recipe = v1_dir / "recipe.yaml"
     findings = [Finding("recipe-v1", where, what) for where, what in render_v1.layout_problems(root)]
-    if not (v1_dir / "recipe.yaml").is_file():
+    if not v1_recipe.is_file():
         return findings
-    for path in sorted((root / ".ci_support").glob("*.yaml")):
+    unreadable = _yaml_problem(v1_recipe)
+    if unreadable:
+        return [*findings, Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", unreadable)]
+    errors: dict[str, list[str]] = {}
+    differences = []
+    for path in configs or sorted((root / ".ci_support").glob("*.yaml")):
         try:
-            _, differences = render_v1.compare_config(recipe_dir, path, v1_dir)
+            differences += render_v1.compare_config(recipe_dir, path, v1_dir)[1]
         except (ToolError, ValueError) as exc:
-            findings.append(Finding("recipe-v1", path.stem, str(exc)))
+            errors.setdefault(str(exc).replace(path.stem, "<configuration>"), []).append(path.stem)
+    for message, shown_in in errors.items():
+        where = shown_in[0] if len(shown_in) == 1 else f"{len(shown_in)} configurations, e.g. {shown_in[0]}"
+        findings.append(Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", f"{message} ({where})"))
+    findings += [
+        Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", drift.line())
+        for drift in render_v1.drifts(differences)
+    ]
+    return findings
+
+
+def _yaml_problem(path: Path) -> str | None:
+    """Why a file is not YAML (its line and column), None when it is."""
+    try:
+        yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot read it ({exc}); restore it from git"
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return f"not YAML{at}: {problem}; fix it (git diff shows what changed)"
+    return None
+
+
+def check_anchor_parity(root: Path) -> list[Finding]:
+    """The anchor-parity table (feedstock_tools/maintainer/anchor_parity.yaml) against the driver's
+    environment and the rendered recipe of every family, its decisions against its values, its document:
+    one finding per row and problem, naming the families it shows in and the file to edit."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for problem in anchor_parity.problems(root):
+        grouped.setdefault((problem.setting, problem.fix), []).append(problem.family)
+    findings = []
+    for (setting, fix), families in grouped.items():
+        if setting == anchor_parity.DOC_NAME:
+            findings.append(Finding("anchor-parity", anchor_parity.DOC_NAME, fix))
             continue
-        findings += [
+        where = f"{anchor_parity.TABLE_NAME}: {setting} [{', '.join(families)}]"
+        findings.append(
             Finding(
-                "recipe-v1",
-                f"{d.config}: {d.output}",
-                f"{d.field}: meta.yaml {d.meta!r} / recipe.yaml {d.v1!r}",
+                "anchor-parity",
+                where,
+                f"{fix} (edit the row in {anchor_parity.TABLE_NAME}, then anchor-parity --write; or "
+                "restore the setting the row describes)",
             )
-            for d in differences
-        ]
+        )
     return findings
 
 
@@ -432,7 +483,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the top-level host requirements; every "
             "output has a test; build numbers follow CUDA +200 + version digits, MKL +100, MAGMA +50 and "
             "build strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
-            ".ci_support is what the CI generator writes; the staging table and the outputs agree. "
+            ".ci_support is what the CI generator writes; the staging table and the outputs agree; "
+            "recipe-v1/recipe.yaml says what meta.yaml says (one line per item one recipe lacks); the "
+            "anchor-parity table holds (feedstock_tools/maintainer/anchor_parity.yaml). "
             "Prints one line per finding and exits 1 when there is any."
         ),
     )

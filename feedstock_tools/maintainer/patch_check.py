@@ -3,8 +3,9 @@
 Each patch is judged alone against the release's text (its line numbers are written against it, as a
 ``git format-patch`` against the upstream tag makes them), then each configuration's series (the patches its
 selectors keep, in ``meta.yaml``'s order) is applied in turn, as conda-build does, so a patch whose context
-an earlier patch of the series changes conflicts too. The text is ``tests/patch_fixtures/pytorch-<version>-
-preimage.txt`` (:mod:`feedstock_tools.maintainer.patch_evidence`); a hunk whose lines it lacks is
+an earlier patch of the series changes conflicts too. The text is the release's evidence in
+``tests/patch_fixtures/`` (:mod:`feedstock_tools.maintainer.patch_evidence`: the pre-image, else what ``bump``
+read from the release's wheels); a hunk whose lines it lacks is
 "unknown text", which only ``git apply --check`` in the real source tree settles (docs/patches.md).
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock_tools.maintainer.patch_evidence import FIXTURES, preimage_fixture, read_segments
+from feedstock_tools.maintainer.patch_evidence import FIXTURES, evidence_fixture, read_segments
 from feedstock_tools.maintainer.patch_hunks import (
     FileText,
     Hunk,
@@ -99,7 +100,7 @@ def check_patch_series(
     ``series``: configuration -> the patches its rendered ``source.patches`` lists, in order. A patch that
     no configuration applies is judged alone all the same.
     """
-    evidence_file = preimage_fixture(version, fixtures or FIXTURES)
+    evidence_file = evidence_fixture(version, fixtures or FIXTURES)
     evidence: dict[str, FileText] = read_segments(evidence_file) if evidence_file.is_file() else {}
     selectors = patch_selectors((recipe_dir / "meta.yaml").read_text(encoding="utf-8"))
     texts: dict[str, str] = {}

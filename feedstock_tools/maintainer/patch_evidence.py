@@ -1,7 +1,13 @@
-"""The upstream text the project holds for judging its patches: ``tests/patch_fixtures/pytorch-<version>-
-preimage.txt`` (format in its own header: ``@@ <path> <first line> <source>`` segments of verbatim upstream
-lines at their line numbers; ``@@ <path> whole <wheel member> (blob X)`` names a file a release wheel ships
-whole, which needs the wheel and is therefore not read here).
+"""The upstream text the project holds for judging its patches, per release, in ``tests/patch_fixtures/``:
+
+* ``pytorch-<version>-preimage.txt``: the verified pre-image a person keeps (the text the patches were made
+  and checked against: conda-forge's patches' context, the release wheel's files);
+* ``pytorch-<version>-from-wheels.txt``: what ``bump`` read of the release from its wheels (the files they
+  carry verbatim, around each hunk), so ``check`` judges a bumped recipe's patches as the bump did.
+
+The pre-image wins where both exist. Format (each file's own header says it too): ``@@ <path> <first line>
+<source>`` segments of verbatim upstream lines at their line numbers; ``@@ <path> whole <wheel member> (blob
+X)`` names a file a release wheel ships whole, which needs the wheel and is therefore not read here.
 """
 
 from __future__ import annotations
@@ -23,14 +29,32 @@ def preimage_fixture(version: str, fixtures: Path = FIXTURES) -> Path:
     return fixtures / f"pytorch-{version}-preimage.txt"
 
 
+def wheels_fixture(version: str, fixtures: Path = FIXTURES) -> Path:
+    """Where ``bump`` writes what it read of ``version`` from the release's wheels (may not exist)."""
+    return fixtures / f"pytorch-{version}-from-wheels.txt"
+
+
+def evidence_fixture(version: str, fixtures: Path = FIXTURES) -> Path:
+    """The evidence ``check`` reads for ``version``: the pre-image where there is one, else what the bump
+    read from the release's wheels (when neither exists: the pre-image's name, for the message)."""
+    preimage = preimage_fixture(version, fixtures)
+    wheels = wheels_fixture(version, fixtures)
+    return wheels if not preimage.is_file() and wheels.is_file() else preimage
+
+
 def read_segments(fixture: Path) -> dict[str, FileText]:
     """The fixture's segments, path -> the known lines (several segments of one path merged)."""
-    segments: dict[str, list[tuple[int, list[str]]]] = {}
-    current: list[str] | None = None
     try:
         text = fixture.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ToolError(f"{fixture}: cannot read the patch evidence ({exc}); restore it from git") from exc
+    return parse_segments(text, fixture)
+
+
+def parse_segments(text: str, fixture: Path) -> dict[str, FileText]:
+    """The segments of an evidence file's ``text`` (``fixture`` names it in errors)."""
+    segments: dict[str, list[tuple[int, list[str]]]] = {}
+    current: list[str] | None = None
     for number, line in enumerate(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), 1):
         if line.startswith("@@"):
             segment = _SEGMENT.match(line)

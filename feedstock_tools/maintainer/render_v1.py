@@ -266,6 +266,58 @@ def compare_config(
     return sorted(f"{o.name} {mask_hash(o.build_string)}" for o in v1), differences
 
 
+@dataclass(frozen=True)
+class Drift:
+    """One difference between the recipes, grouped over the configurations that show it: an item one
+    recipe lists and the other lacks, or a value each recipe gives differently."""
+
+    output: str  # the output's name ("source" for the tarball)
+    field: str
+    what: str
+    configs: tuple[str, ...]
+
+    def line(self) -> str:
+        where = (
+            self.configs[0]
+            if len(self.configs) == 1
+            else f"{len(self.configs)} configurations, e.g. {self.configs[0]}"
+        )
+        return f"{self.output} {self.field}: {self.what} ({where})"
+
+
+def _items(value: Any) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+def drifts(differences: Iterable[Difference]) -> list[Drift]:
+    """The differences of any number of configurations as one :class:`Drift` per missing or extra item
+    (or per differing value), each naming the configurations it shows in."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for d in differences:
+        output = d.output.split()[0]
+        if isinstance(d.meta, list) and isinstance(d.v1, list):
+            whats = [
+                f"{item!r} is in meta.yaml, missing from {V1_DIRNAME}/recipe.yaml"
+                for item in _items(d.meta)
+                if item not in _items(d.v1)
+            ]
+            whats += [
+                f"{item!r} is in {V1_DIRNAME}/recipe.yaml only"
+                for item in _items(d.v1)
+                if item not in _items(d.meta)
+            ]
+            whats = whats or ["the same items in another order"]
+        elif isinstance(d.meta, bool) and isinstance(d.v1, bool):
+            whats = ["built by meta.yaml only" if d.meta else f"built by {V1_DIRNAME}/recipe.yaml only"]
+        else:
+            whats = [f"meta.yaml {d.meta!r} / recipe.yaml {d.v1!r}"]
+        for what in whats:
+            configs = grouped.setdefault((output, d.field, what), [])
+            if d.config not in configs:
+                configs.append(d.config)
+    return [Drift(output, field, what, tuple(configs)) for (output, field, what), configs in grouped.items()]
+
+
 def compare_all(
     recipe_dir: Path, ci_support_dir: Path, configs: Sequence[Path] | None = None, v1_dir: Path | None = None
 ) -> dict[str, tuple[list[str], list[Difference]]]:

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from feedstock_tools.common import full_device
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import activation, prefixes
@@ -277,6 +278,10 @@ def wheel_packages(
                 check=True, stdout=out, stderr=out,
             )  # fmt: skip
         except subprocess.CalledProcessError as exc:
+            if full_device.log_says_full(log):
+                raise ToolError(
+                    full_device.full_log_line(f"local channel: pip download for Python {minor}", log, target)
+                ) from exc
             raise ToolError(
                 f"local channel: pip could not download {' '.join(pip_requirements)} for Python {minor} "
                 f"(step: wheels, exit {exc.returncode}); PyPI or pip's cache must have them: details in {log}"

@@ -96,33 +96,67 @@ def set_python_floor(meta: str, config: str, floor: str | None) -> tuple[str, st
     return meta, config
 
 
-def run_requirements(meta: str) -> dict[str, tuple[str, str]]:
-    """The pytorch output's run requirements: name -> (spec, selector comment)."""
+@dataclass(frozen=True)
+class RunLine:
+    """One line of the pytorch output's run requirements: ``- name spec  # [selector]``."""
+
+    name: str
+    spec: str
+    tail: str  # the line's comment with its selector ("# [linux]"), "" without one
+
+    @property
+    def selector(self) -> str | None:
+        """The bracketed selector expression, None for a line every configuration has."""
+        match = re.search(r"\[([^\[\]]+)\]\s*$", self.tail)
+        return match[1] if match else None
+
+    def shown(self) -> str:
+        return f"{self.name} [{self.selector}]" if self.selector else self.name
+
+
+def run_requirement_lines(meta: str) -> list[RunLine]:
+    """The pytorch output's run requirements, line by line (a name may have one line per selector)."""
     match = _PYTORCH_RUN.search(meta)
     if not match:
         raise ToolError(f"{META}: no run requirements found in the pytorch output")
-    found = {}
+    found = []
     for line in match["run"].splitlines():
         parsed = _RUN_LINE.match(line)
         if parsed and "{" not in parsed["name"]:
-            found[parsed["name"]] = ((parsed["spec"] or "").strip(), (parsed["tail"] or "").strip())
+            found.append(
+                RunLine(parsed["name"], (parsed["spec"] or "").strip(), (parsed["tail"] or "").strip())
+            )
     return found
 
 
-def set_run_requirement(meta: str, name: str, spec: str) -> str:
-    """Replace the spec of ``name`` in the pytorch output's run requirements (its selector stays)."""
+def run_requirements(meta: str) -> dict[str, tuple[str, str]]:
+    """The pytorch output's run requirements: name -> (spec, selector comment) of its first line."""
+    found: dict[str, tuple[str, str]] = {}
+    for line in run_requirement_lines(meta):
+        found.setdefault(line.name, (line.spec, line.tail))
+    return found
+
+
+def set_run_requirement(meta: str, name: str, spec: str, selector: str | None = None) -> str:
+    """Replace the spec of ``name`` in the pytorch output's run requirements (its selector stays); with
+    ``selector``, only on the line of ``name`` that has that selector."""
     match = _PYTORCH_RUN.search(meta)
     if not match:
         raise ToolError(f"{META}: no run requirements found in the pytorch output")
     lines = match["run"].splitlines(keepends=True)
     for index, line in enumerate(lines):
         parsed = _RUN_LINE.match(line.rstrip("\n"))
-        if parsed and parsed["name"] == name:
-            tail = f"  {parsed['tail'].strip()}" if parsed["tail"] else ""
-            lines[index] = f"        - {name}{' ' + spec if spec else ''}{tail}\n"
-            block = "".join(lines)
-            return meta[: match.start("run")] + block + meta[match.end("run") :]
-    raise ToolError(f"{META}: {name} is not a run requirement of the pytorch output")
+        if not parsed or parsed["name"] != name:
+            continue
+        found = RunLine(name, (parsed["spec"] or "").strip(), (parsed["tail"] or "").strip())
+        if selector is not None and found.selector != selector:
+            continue
+        tail = f"  {found.tail}" if found.tail else ""
+        lines[index] = f"        - {name}{' ' + spec if spec else ''}{tail}\n"
+        block = "".join(lines)
+        return meta[: match.start("run")] + block + meta[match.end("run") :]
+    where = f" with the selector [{selector}]" if selector else ""
+    raise ToolError(f"{META}: {name} is not a run requirement of the pytorch output{where}")
 
 
 # The host list of the Python build tools (pass 1's and every rebuilding output's host).

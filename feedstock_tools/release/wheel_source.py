@@ -33,6 +33,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.maintainer.patch_hunks import FileText
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.wheel_layout import ListedFile, read_file_list, wheel_files, write_file_list
+from feedstock_tools.release import transaction
 
 # The Python of the wheels the bump reads: one is enough (the C++ side is the same for every CPython), and
 # 3.12 is in every supported range so far. The fixtures in tests/data are cp312 wheels.
@@ -254,5 +255,7 @@ def cut_fixtures(
         "written_by": "python -m feedstock_tools bump VERSION --cut-fixtures DIR --wheels WHEELS",
         "texts": texts,
     }
-    texts_path.write_bytes(gzip.compress(json.dumps(document, indent=0, sort_keys=True).encode(), mtime=0))
+    transaction.write_bytes(
+        texts_path, gzip.compress(json.dumps(document, indent=0, sort_keys=True).encode(), mtime=0)
+    )
     return [files_path, needs_path, texts_path]

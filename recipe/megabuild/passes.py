@@ -659,7 +659,9 @@ def _run_command(
             ) from None
         if returncode != 0:
             raise PassFailed(
-                f"{what} failed: `{' '.join(command[:4])}` exited with status {returncode}: the cause "
+                # one line: a `python -c` script's own lines (scikit-build-core's build_wheel call) joined
+                f"{what} failed: `{' '.join(command[:4]).replace(chr(10), '; ')}` exited with status "
+                f"{returncode}: the cause "
                 "is in the build log above; nothing of this pass was staged"
             )
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from feedstock_tools.common import interruption
+from feedstock_tools.common import full_device, interruption
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
@@ -632,9 +632,13 @@ class Rehearsal:
                 tail = result.log.read_text(errors="replace").splitlines()[-25:]
                 for line in tail:
                     self.progress("      | " + line)
+                script = f"recipe/{'bld.bat' if self.target.windows else 'build.sh'}"
+                if full_device.log_says_full(result.log):
+                    raise ToolError(
+                        full_device.full_log_line(f"{step.label}: {script}", result.log, self.work_root)
+                    )
                 raise ToolError(
-                    f"{step.label}: recipe/{'bld.bat' if self.target.windows else 'build.sh'} failed with "
-                    f"exit {result.returncode} "
+                    f"{step.label}: {script} failed with exit {result.returncode} "
                     f"({result.last_line()!r}); full log: {result.log}"
                 )
         return self.results

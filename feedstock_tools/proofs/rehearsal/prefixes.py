@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from feedstock_tools.common import full_device
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 
@@ -199,6 +200,9 @@ def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[s
                     stderr=out,
                 )
         except subprocess.CalledProcessError as exc:
+            what = f"making the Python {minor} venv template ({exc.cmd[2]})"
+            if full_device.log_says_full(log):
+                raise ToolError(full_device.full_log_line(what, log, template.parent)) from exc
             raise ToolError(
                 f"could not make the Python {minor} venv template ({exc.cmd[2]} failed): PyPI must be "
                 f"reachable for the first run; details in {log}"

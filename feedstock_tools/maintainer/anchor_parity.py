@@ -6,12 +6,16 @@ applies to, this feedstock's value and the decision (same / different / not need
 computes this feedstock's actual value for each family: the driver's environment
 (``megabuild.environment.upstream_environment`` on a conda-build environment of that family) and the rendered
 recipe (:func:`feedstock_tools.conda.recipe_render.render_recipe` of the family's ``.ci_support`` file).
-``--check`` fails where they disagree with the table; ``--write`` renders ``docs/anchor-parity.md``.
+The command fails where they disagree with the table, where a row's decision contradicts its own values
+(:func:`contradictions`) and where the document is stale; ``--write`` renders ``docs/anchor-parity.md``.
+A requirement row's "ours" in the document is the rendered recipe's spec, so a version a release bump
+changes (triton's series) is read from the recipe, never restated in the table. ``check`` runs the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -27,7 +31,10 @@ from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.recipe_render import RenderedOutput, load_variant_config, render_recipe
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
-DOC_FILE = REPO_ROOT / "docs" / "anchor-parity.md"
+TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a feedstock root
+DOC_NAME = "docs/anchor-parity.md"
+DOC_FILE = REPO_ROOT / DOC_NAME
+_atomic_file = import_megabuild("atomic_file")
 DECISIONS = ("same", "different", "not needed", "fixed now")
 CHECKS = ("env", "cmake_arg", "flag", "max_jobs", "requirement", "ignore_from", "runner", "function", "none")
 
@@ -84,10 +91,13 @@ def load_table(path: Path = TABLE_FILE) -> Table:
             for r in data["rows"]
         )
         caller = {kind: {str(k): str(v) for k, v in flags.items()} for kind, flags in data["caller"].items()}
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+    except FileNotFoundError:
+        raise ToolError(f"{path} is missing: restore it with git checkout -- {TABLE_NAME}") from None
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ToolError(
-            f"cannot read {path}: {type(exc).__name__} {exc}; each row needs setting, anchor, source, "
-            "families, check, ours, decision and why"
+            f"cannot read {path}: {type(exc).__name__} {str(exc).splitlines()[0]}; each row needs setting, "
+            f"anchor, source, families, check, ours, decision and why (git diff -- {TABLE_NAME} shows what "
+            "changed)"
         ) from exc
     for row in rows:
         if row.decision not in DECISIONS or row.check.get("kind") not in CHECKS:
@@ -127,20 +137,28 @@ def config_path(family: Family, ci_support: Path) -> Path:
     return found[0]
 
 
-def conda_environ(family: Family, variant: Mapping[str, Any], caller: Mapping[str, str]) -> dict[str, str]:
+def table_file(root: Path) -> Path:
+    """The parity table of the feedstock at ``root`` (this package's own where the root has none)."""
+    own = root / TABLE_NAME
+    return own if own.is_file() else TABLE_FILE
+
+
+def conda_environ(
+    family: Family, variant: Mapping[str, Any], caller: Mapping[str, str], root: Path = REPO_ROOT
+) -> dict[str, str]:
     """What conda-build exports to pass 1's build script for ``family`` (paths are placeholders)."""
     target = str(variant["target_platform"][0])
     windows = target.startswith("win-")
     env = {
         "PKG_NAME": "libtorch-split",
-        "PKG_VERSION": _recipe_version(),
+        "PKG_VERSION": _recipe_version(root),
         "PREFIX": "C:\\p" if windows else "/p",
         "BUILD_PREFIX": "C:\\b" if windows else "/b",
         "SRC_DIR": "C:\\w" if windows else "/w",
         "RECIPE_DIR": "C:\\r" if windows else "/r",
         "CPU_COUNT": str(family.cpu_count),
         "target_platform": target,
-        "build_platform": _build_platform(target),
+        "build_platform": _build_platform(target, root),
         **{
             key: str(values[0]) for key, values in variant.items() if key in ("blas_impl", "arm_variant_type")
         },
@@ -152,16 +170,16 @@ def conda_environ(family: Family, variant: Mapping[str, Any], caller: Mapping[st
     return env
 
 
-def _build_platform(target: str) -> str:
-    forge = yaml.safe_load((REPO_ROOT / "conda-forge.yml").read_text(encoding="utf-8"))
+def _build_platform(target: str, root: Path = REPO_ROOT) -> str:
+    forge = yaml.safe_load((root / "conda-forge.yml").read_text(encoding="utf-8"))
     key = target.replace("-", "_")
     return str((forge.get("build_platform") or {}).get(key, key)).replace("_", "-")
 
 
 @cache
-def _recipe_version() -> str:
-    config = sorted((REPO_ROOT / ".ci_support").glob("linux_64_*.yaml"))[0]
-    return render_recipe(REPO_ROOT / "recipe", config).outputs[0].version
+def _recipe_version(root: Path = REPO_ROOT) -> str:
+    config = sorted((root / ".ci_support").glob("linux_64_*.yaml"))[0]
+    return render_recipe(root / "recipe", config).outputs[0].version
 
 
 @dataclass(frozen=True)
@@ -175,7 +193,7 @@ class Actual:
     runner: list[str]
 
 
-def actual(family: Family, table: Table, ci_support: Path) -> Actual:
+def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROOT) -> Actual:
     environment = import_megabuild("environment")
     conda_env = import_megabuild("conda_env")
     windows = import_megabuild("windows")
@@ -183,10 +201,10 @@ def actual(family: Family, table: Table, ci_support: Path) -> Actual:
     variant = load_variant_config(path)
     target = str(variant["target_platform"][0])
     kind = target.split("-", maxsplit=1)[0]
-    caller = conda_environ(family, variant, table.caller[kind])
+    caller = conda_environ(family, variant, table.caller[kind], root)
     build = conda_env.CondaBuild.from_environ(caller)
     env, _ = environment.upstream_environment(build, caller)
-    rendered = _render(path, _build_platform(target))
+    rendered = _render(root / "recipe", path, _build_platform(target, root))
     memory = family.memory_gib * 1024**3
     return Actual(
         env=env,
@@ -198,9 +216,9 @@ def actual(family: Family, table: Table, ci_support: Path) -> Actual:
 
 
 @cache
-def _render(path: Path, build_subdir: str) -> Any:
+def _render(recipe_dir: Path, path: Path, build_subdir: str) -> Any:
     """The rendered recipe of one configuration (rendered once per process: the driver's part is cheap)."""
-    return render_recipe(REPO_ROOT / "recipe", path, build_subdir=build_subdir)
+    return render_recipe(recipe_dir, path, build_subdir=build_subdir)
 
 
 def _cmake_arg(check: Mapping[str, Any], found: Actual) -> str | None:
@@ -209,7 +227,8 @@ def _cmake_arg(check: Mapping[str, Any], found: Actual) -> str | None:
     return values[-1] if values else None
 
 
-def _names_in(check: Mapping[str, Any], found: Actual) -> bool | None:
+def _specs_named(check: Mapping[str, Any], found: Actual) -> list[str] | None:
+    """The rendered output's specs of the row's name (None: the family does not build the output)."""
     outputs = [o for o in found.outputs if o.name == check["output"]]
     if not outputs:
         return None
@@ -217,7 +236,12 @@ def _names_in(check: Mapping[str, Any], found: Actual) -> bool | None:
         specs = [str(s) for s in outputs[0].build.get("ignore_run_exports_from") or ()]
     else:
         specs = list(getattr(outputs[0].requirements, check["section"]))
-    return any(spec.split()[0] == check["name"] for spec in specs if spec.split())
+    return [spec for spec in specs if spec.split() and spec.split()[0] == check["name"]]
+
+
+def _names_in(check: Mapping[str, Any], found: Actual) -> bool | None:
+    specs = _specs_named(check, found)
+    return None if specs is None else bool(specs)
 
 
 _VALUE = {
@@ -254,18 +278,165 @@ def expected(row: Row, family: Family) -> Any:
     )
 
 
-def disagreements(table: Table, ci_support: Path) -> list[str]:
-    """One line per (row, family) whose computed value differs from the table's."""
-    found = {name: actual(family, table, ci_support) for name, family in table.families.items()}
+@dataclass(frozen=True)
+class Problem:
+    """A row that no longer holds: its family, what the table says, what this feedstock has, the fix."""
+
+    setting: str
+    family: str
+    expected: str
+    found: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.setting} [{self.family}]: {self.fix}"
+
+
+def actuals(table: Table, ci_support: Path, root: Path = REPO_ROOT) -> dict[str, Actual]:
+    return {name: actual(family, table, ci_support, root) for name, family in table.families.items()}
+
+
+def disagreement_problems(table: Table, found: Mapping[str, Actual]) -> list[Problem]:
+    """One per (row, family) whose computed value differs from the table's."""
     problems = []
     for row in table.rows:
         for name in row.families:
             got, want = value_of(row, found[name]), expected(row, table.families[name])
             if got != want:
                 problems.append(
-                    f"{row.setting} [{name}]: the table says {want!r}, this feedstock has {got!r}"
+                    Problem(
+                        row.setting,
+                        name,
+                        repr(want),
+                        repr(got),
+                        f"the table says {want!r}, this feedstock has {got!r}",
+                    )
                 )
     return problems
+
+
+def disagreements(table: Table, ci_support: Path, root: Path = REPO_ROOT) -> list[str]:
+    """One line per (row, family) whose computed value differs from the table's."""
+    return [p.line() for p in disagreement_problems(table, actuals(table, ci_support, root))]
+
+
+# ---- a row's decision against its own values ----------------------------------------------------------
+
+# the words a flag row's anchor starts with, and whether they mean the word is in the flags
+_FLAG_WORDS = {"added": True, "replaced": True, "removed": False, "stripped": False}
+_ON, _OFF = {"1", "on", "true"}, {"0", "off", "false", "none", ""}
+_MATCHES, _DIFFERS = "matches", "differs"
+
+
+def _anchor_value(row: Row, family: Family) -> str:
+    """The anchor's value with its remarks ("(forwarded by its patch 0003)", "on github_actions") left out
+    and its placeholders ($PREFIX, %LIBRARY_PREFIX%) written as this table's paths of the family."""
+    text = re.sub(r"\s*\(.*\)\s*$", "", row.anchor).removesuffix(" on github_actions").strip()
+    windows = family.name.startswith("win-64")
+    for placeholder, value in (
+        ("%LIBRARY_PREFIX%", "C:\\p\\Library"),
+        ("$BUILD_PREFIX", "C:\\b" if windows else "/b"),
+        ("$PREFIX", "C:\\p" if windows else "/p"),
+    ):
+        text = text.replace(placeholder, value)
+    return text
+
+
+def _normal(value: Any) -> str:
+    if value is None:
+        return "(not set)"  # unset is the upstream build's default, not OFF
+    text = str(value).replace("\\", "/").strip()
+    return "ON" if text.lower() in _ON else "OFF" if text.lower() in _OFF else text
+
+
+def _comparison(row: Row, family: Family, got: Any) -> str | None:
+    """Whether the anchor's value and ours are the same setting (_MATCHES), not (_DIFFERS), or None where
+    the anchor is a description this check cannot read as a value."""
+    kind = row.check["kind"]
+    if kind == "flag":
+        meaning = _FLAG_WORDS.get(row.anchor.split()[0])
+        return None if meaning is None else _MATCHES if meaning == got else _DIFFERS
+    if kind == "requirement":
+        named = row.anchor.split()[0] == row.check["name"]
+        return None if not named or got else _DIFFERS  # absent here: not the anchor's; present: by version
+    if kind == "runner":
+        return _MATCHES if [row.anchor] == got else _DIFFERS
+    if kind not in ("env", "cmake_arg", "max_jobs"):
+        return None
+    anchor = _anchor_value(row, family)
+    alternatives = re.sub(r"<([^<>]+)>", lambda m: "(?:" + m[1] + ")", re.escape(anchor).replace("\\|", "|"))
+    if re.fullmatch(alternatives, str(got)) or _normal(anchor) == _normal(got):
+        return _MATCHES
+    return _DIFFERS if " " not in anchor else None
+
+
+def contradictions(table: Table) -> list[Problem]:
+    """Rows whose decision says the opposite of their own values (the anchor's and the table's "ours"):
+    "same"/"fixed now" with a value that is not the anchor's, "different"/"not needed" with the anchor's own
+    value, "not needed" with a value set. One per row."""
+    problems = []
+    for row in table.rows:
+        for name in row.families:
+            ours = expected(row, table.families[name])
+            verdict = _comparison(row, table.families[name], ours)
+            set_anyway = row.decision == "not needed" and ours not in (None, False)
+            if (
+                (verdict == _DIFFERS and row.decision in ("same", "fixed now"))
+                or (verdict == _MATCHES and row.decision in ("different", "not needed"))
+                or set_anyway
+            ):
+                right = "same or fixed now" if verdict == _MATCHES else "different or not needed"
+                right = "different (ours sets it)" if set_anyway and verdict != _MATCHES else right
+                problems.append(
+                    Problem(
+                        row.setting,
+                        name,
+                        row.decision,
+                        f"anchor {row.anchor!r}, ours {ours!r}",
+                        f"decision {row.decision!r} contradicts anchor {row.anchor!r} and ours {ours!r}: "
+                        f"make it {right}, or correct the values",
+                    )
+                )
+                break  # one line per row
+    return problems
+
+
+# ---- what `check` and the bump run ------------------------------------------------------------------
+
+
+def problems(root: Path = REPO_ROOT) -> list[Problem]:
+    """Every disagreement and contradiction of the table with the feedstock at ``root``, and a stale
+    document."""
+    table = load_table(table_file(root))
+    found = actuals(table, root / ".ci_support", root)
+    found_problems = disagreement_problems(table, found) + contradictions(table)
+    document = root / DOC_NAME
+    if document.is_file() and document.read_text(encoding="utf-8") != render_markdown(table, root, found):
+        found_problems.append(
+            Problem(
+                DOC_NAME,
+                "all",
+                "the table's rendering",
+                "stale",
+                "is not the table's rendering: run python -m feedstock_tools anchor-parity --write",
+            )
+        )
+    return found_problems
+
+
+def refresh(root: Path) -> tuple[list[Problem], str]:
+    """The table's problems with the feedstock at ``root`` (its document aside), and the document rewritten
+    from the table where the root has one that differs: (problems, the document's name or "")."""
+    table = load_table(table_file(root))
+    found = actuals(table, root / ".ci_support", root)
+    document = root / DOC_NAME
+    written = ""
+    if document.is_file():
+        text = render_markdown(table, root, found)
+        if document.read_text(encoding="utf-8") != text:
+            _atomic_file.write_text(document, text)
+            written = DOC_NAME
+    return disagreement_problems(table, found) + contradictions(table), written
 
 
 # ---- the document ----------------------------------------------------------------------------------------
@@ -275,16 +446,32 @@ def summary(table: Table) -> Counter[str]:
     return Counter(row.decision for row in table.rows)
 
 
-def render_markdown(table: Table) -> str:
+def recipe_specs(table: Table, found: Mapping[str, Actual]) -> dict[str, str]:
+    """A requirement row's specs as the rendered recipe writes them over its families (setting -> specs):
+    the values a release bump changes, read from the recipe."""
+    specs: dict[str, str] = {}
+    for row in table.rows:
+        if row.check["kind"] != "requirement":
+            continue
+        named = {s for name in row.families for s in _specs_named(row.check, found[name]) or ()}
+        if named:
+            specs[row.setting] = ", ".join(sorted(named))
+    return specs
+
+
+def render_markdown(table: Table, root: Path = REPO_ROOT, found: Mapping[str, Actual] | None = None) -> str:
     counts = summary(table)
+    specs = recipe_specs(table, found if found is not None else actuals(table, root / ".ci_support", root))
     lines = [
         "# This feedstock held against conda-forge's 2.13.0 recipe",
         "",
-        "Generated from `feedstock_tools/proofs/anchor_parity.yaml` by `python -m feedstock_tools "
+        "Generated from `feedstock_tools/maintainer/anchor_parity.yaml` by `python -m feedstock_tools "
         "anchor-parity --write`; `tests/test_anchor_parity.py` fails when the driver's environment or the "
         "rendered recipe of any family disagrees with the table, or when this file is not the table's "
-        "rendering. The anchor is conda-forge/pytorch-cpu-feedstock at 74dd3d46 (`recipe/build.sh`, "
-        "`recipe/bld.bat`, `recipe/meta.yaml`); its sources are given as file:line or commit.",
+        "rendering, or when a row's decision contradicts its values (`python -m feedstock_tools check` runs "
+        "the same). A requirement's \"ours\" is the rendered recipe's spec, read from the recipe. The anchor "
+        "is conda-forge/pytorch-cpu-feedstock at 74dd3d46 (`recipe/build.sh`, `recipe/bld.bat`, "
+        "`recipe/meta.yaml`); its sources are given as file:line or commit.",
         "",
         "Families (each a `.ci_support` configuration; the runner's CPUs and memory feed the driver's job "
         "rule):",
@@ -306,7 +493,7 @@ def render_markdown(table: Table) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in table.rows:
-        ours = "-" if row.ours is None else row.ours
+        ours = specs.get(row.setting, "-" if row.ours is None else row.ours)
         families = _family_label(row.families, table)
         cells = [row.setting, f"`{row.anchor}`", row.source, families, f"`{ours}`", row.decision, row.why]
         cells.append(row.verify or f"this table's test ({row.check['kind']})")
@@ -329,29 +516,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "anchor-parity",
         help="every build setting held against conda-forge's 2.13.0 recipe (the table and its check)",
         description=(
-            "Compute this feedstock's value of every setting in feedstock_tools/proofs/anchor_parity.yaml "
+            "Compute this feedstock's value of every setting in the table (anchor_parity.yaml) "
             "for each platform family (the driver's environment, the rendered recipe), compare it with the "
-            "table; print the disagreements (exit 1 if any). --write renders docs/anchor-parity.md."
+            "table; print the disagreements and the rows whose decision contradicts their values (exit 1 "
+            "if any). --write renders docs/anchor-parity.md (a requirement's 'ours' is the recipe's spec)."
         ),
     )
     parser.add_argument("--write", action="store_true", help="write docs/anchor-parity.md from the table")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")
     parser.add_argument(
-        "--ci-support",
-        type=Path,
-        default=REPO_ROOT / ".ci_support",
-        help="configurations (default .ci_support/)",
+        "--ci-support", type=Path, default=None, help="configurations (default: the root's .ci_support/)"
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    table = load_table()
-    problems = disagreements(table, args.ci_support)
-    for line in problems:
+    root = args.root
+    table = load_table(table_file(root))
+    found = actuals(table, args.ci_support or root / ".ci_support", root)
+    lines = [p.line() for p in disagreement_problems(table, found) + contradictions(table)]
+    for line in lines:
         print(line)
     counts = summary(table)
     print(f"{len(table.rows)} settings: " + ", ".join(f"{counts[d]} {d}" for d in DECISIONS), file=sys.stderr)
     if args.write:
-        DOC_FILE.write_text(render_markdown(table), encoding="utf-8")
-        print(f"wrote {DOC_FILE.relative_to(REPO_ROOT)}", file=sys.stderr)
-    return 1 if problems else 0
+        _atomic_file.write_text(root / DOC_NAME, render_markdown(table, root, found))
+        print(f"wrote {DOC_NAME}", file=sys.stderr)
+    return 1 if lines else 0

@@ -1,0 +1,105 @@
+"""A full device is named as the cause in one line, whichever command meets it: the CLI dispatcher for an
+ENOSPC/EDQUOT of any subcommand (or one below a ToolError), and the commands whose child process failed
+with "No space left on device" in its log (the rehearsal's pip, which would otherwise blame PyPI)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from feedstock_tools.__main__ import main
+from feedstock_tools.common import full_device
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.maintainer import cache_diff
+from feedstock_tools.proofs.rehearsal import prefixes
+
+
+def _full(path: Path) -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["oserror", "below-a-toolerror"])
+def test_any_subcommand_meeting_a_full_device_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, wrapped: bool
+) -> None:
+    target = tmp_path / "work" / "out.txt"
+    target.parent.mkdir()
+
+    def writes_to_a_full_device(_args: object) -> int:
+        if not wrapped:
+            raise _full(target)
+        try:
+            raise _full(target)
+        except OSError as exc:
+            raise ToolError("could not write the report") from exc
+
+    monkeypatch.setattr(cache_diff, "run", writes_to_a_full_device)
+    assert main(["cache-diff", str(tmp_path), str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: the device holding ")
+    assert f"{target.parent} is full (No space left on device writing {target}; " in err
+    assert "TMPDIR" in err and "free" in err
+
+
+def test_another_os_error_is_not_called_a_full_device(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def denied(_args: object) -> int:
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(cache_diff, "run", denied)
+    with pytest.raises(PermissionError):
+        main(["cache-diff", str(tmp_path), str(tmp_path)])
+
+
+def test_a_venv_template_on_a_full_device_blames_the_device_not_pypi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interpreter whose venv step fails as CPython's does on a full TMPDIR: the log's 'No space left on
+    device' is the cause, with the device's directory (the path the log names)."""
+    full = tmp_path / "full-tmp"
+    full.mkdir()
+    interpreter = tmp_path / "python3.12"
+    interpreter.write_text(
+        "#!/bin/sh\n"
+        f"echo \"OSError: [Errno 28] No space left on device: '{full}/pip-unpack-x'\" >&2\n"
+        "exit 1\n"
+    )
+    interpreter.chmod(interpreter.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(prefixes, "find_interpreter", lambda _minor: interpreter)
+    log = tmp_path / "setup.log"
+    with pytest.raises(ToolError) as raised:
+        prefixes._make_venv_template(tmp_path / "cache" / "venv-3.12", "3.12", log, ("numpy",))
+    line = str(raised.value)
+    assert "PyPI" not in line and "\n" not in line
+    assert f"the device holding {full} is full (its log {log} says 'No space left on device'" in line
+    assert f"{tmp_path / 'cache'}" in line  # where else it can write: the cache directory
+
+
+def test_a_venv_template_that_fails_otherwise_still_names_pypi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    interpreter = tmp_path / "python3.12"
+    interpreter.write_text(
+        "#!/bin/sh\necho 'ERROR: Could not find a version that satisfies numpy' >&2\nexit 1\n"
+    )
+    interpreter.chmod(interpreter.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(prefixes, "find_interpreter", lambda _minor: interpreter)
+    with pytest.raises(ToolError, match="PyPI must be reachable"):
+        prefixes._make_venv_template(tmp_path / "venv-3.12", "3.12", tmp_path / "setup.log", ("numpy",))
+
+
+def test_the_full_error_is_found_below_other_errors() -> None:
+    full = _full(Path("/x"))
+    try:
+        try:
+            raise full
+        except OSError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert full_device.full_error(outer) is full
+    assert full_device.full_error(ValueError("no")) is None
