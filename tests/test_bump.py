@@ -32,9 +32,9 @@ from bump_fixtures import (
 from rehearsal_outcome import assert_rehearsal_succeeded
 
 from feedstock_tools.__main__ import main
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import recipe_v1
-from feedstock_tools.conda.recipe_render import load_variant_config
 from feedstock_tools.maintainer import check, patch_hunks, render_v1
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
 from feedstock_tools.maintainer.version_compare import satisfies, version_key
@@ -146,11 +146,11 @@ def test_the_bump_sets_version_hash_build_and_python_floor(bumped: BumpRun) -> N
     assert recipe_edit.read_version(meta) == recipe_edit.RecipeVersion(bumped.version, TEST_ONLY_SHA256, 0)
     (requires_python,) = metadata_headers(bumped.release, "Requires-Python")
     floor = re.fullmatch(r">=(\d+\.\d+)", requires_python)[1]  # type: ignore[index]
-    pinned = load_variant_config(next((REPO_ROOT / ".ci_support").glob("linux_64*.yaml")))["python_min"][0]
-    if floor != str(pinned):
+    pinned = read_configuration(next((REPO_ROOT / ".ci_support").glob("linux_64*.yaml"))).python_min
+    if floor != pinned:
         assert recipe_edit.python_floor_skip(meta) == f"skip: true  # [py<{floor.replace('.', '')}]"
         for config in (bumped.root / ".ci_support").glob("*.yaml"):
-            assert load_variant_config(config)["python_min"] == [floor], config.name
+            assert read_configuration(config).python_min == floor, config.name
     else:
         assert recipe_edit.python_floor_skip(meta) is None
     # the other recipe text is the original one (only the lines the bump names change)
@@ -199,9 +199,9 @@ def test_a_requirement_of_the_cuda_series_gets_a_line_per_cuda_version(bumped: B
     assert series, "the release's CUDA wheel names no package of its CUDA series"
     linux_cuda = sorted(
         {
-            str(c["cuda_compiler_version"][0])
-            for c in map(load_variant_config, (bumped.root / ".ci_support").glob("linux_*.yaml"))
-            if str(c["cuda_compiler_version"][0]) != "None"
+            c.cuda
+            for c in map(read_configuration, (bumped.root / ".ci_support").glob("linux_*.yaml"))
+            if c.cuda is not None
         }
     )
     table = rows(bumped.table, "run requirement")
@@ -245,11 +245,11 @@ def test_staging_rows_name_every_file_no_rule_claims(bumped: BumpRun) -> None:
 
 
 def test_bundled_versions_and_cuda_rows_come_from_the_wheels(bumped: BumpRun) -> None:
-    configs = [load_variant_config(p) for p in (bumped.root / ".ci_support").glob("*.yaml")]
+    configs = [read_configuration(p) for p in (bumped.root / ".ci_support").glob("*.yaml")]
     bundled = {row[1]: row for row in rows(bumped.table, "bundled version")}
     for pin in bundled_rows.BUNDLED_PINS:
         value = pin.spelling(re.search(pin.pattern, bumped.release.text(pin.header)[1])[1])  # type: ignore[index]
-        pins = {str(v) for config in configs for v in config[pin.key]}
+        pins = {value for config in configs for value in config.values_of(pin.key)}
         assert bundled[pin.key][3].startswith(value)
         assert bundled[pin.key][4] == (SAME if pins == {value} else PERSON)
         if pins != {value}:  # the row says what the difference means for this recipe, with both versions
@@ -258,7 +258,7 @@ def test_bundled_versions_and_cuda_rows_come_from_the_wheels(bumped: BumpRun) ->
     for subdir, source in bumped.release.wheels.items():
         match = re.search(r"^cuda: Optional\[str\] = '([\d.]+)'", source.text("torch/version.py") or "", re.M)
         if match:
-            built = {str(c["cuda_compiler_version"][0]) for c in configs if c["target_platform"] == [subdir]}
+            built = {c.cuda for c in configs if c.target_platform == subdir}
             assert cuda[f"{subdir}: PyPI's build"][3] == match[1]
             assert (match[1] in built) == (cuda[f"{subdir}: PyPI's build"][5] == "")
 

@@ -119,11 +119,6 @@ _YAML_LOADER = _StringifyNumbersLoader
 
 Variant = dict[str, Any]
 
-# TEMPORARY, for feedstock_tools/release/ and maintainer/anchor_parity.py only (rewritten by other work at the
-# time of issue 37; the lead converts them to read_configuration after the merge, then removes this name).
-load_variant_config = read_configuration
-
-
 def expand_variants(config: Mapping[str, Any]) -> list[Variant]:
     """The variants conda-build loops over: the product of every key, zip_keys groups moving together
     (:func:`feedstock_tools.conda.variants.explode`, shared with the CI generator)."""

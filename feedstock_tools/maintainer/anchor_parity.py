@@ -26,9 +26,11 @@ from typing import Any
 
 import yaml
 
+from feedstock_tools.ci.forge_config import read_forge_settings
+from feedstock_tools.common.configuration import NO_CUDA, Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
-from feedstock_tools.conda.recipe_render import RenderedOutput, load_variant_config, render_recipe
+from feedstock_tools.conda.recipe_render import RenderedOutput, render_recipe
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
 TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a feedstock root
@@ -144,10 +146,10 @@ def table_file(root: Path) -> Path:
 
 
 def conda_environ(
-    family: Family, variant: Mapping[str, Any], caller: Mapping[str, str], root: Path = REPO_ROOT
+    family: Family, config: Configuration, caller: Mapping[str, str], root: Path = REPO_ROOT
 ) -> dict[str, str]:
     """What conda-build exports to pass 1's build script for ``family`` (paths are placeholders)."""
-    target = str(variant["target_platform"][0])
+    target = config.target_platform
     windows = target.startswith("win-")
     env = {
         "PKG_NAME": "libtorch-split",
@@ -160,9 +162,11 @@ def conda_environ(
         "target_platform": target,
         "build_platform": _build_platform(target, root),
         **{
-            key: str(values[0]) for key, values in variant.items() if key in ("blas_impl", "arm_variant_type")
+            key: value
+            for key in ("blas_impl", "arm_variant_type")
+            if (value := config.first(key)) is not None
         },
-        "cuda_compiler_version": str(variant.get("cuda_compiler_version", ["None"])[0]),
+        "cuda_compiler_version": config.cuda or NO_CUDA,
         **caller,
     }
     if windows:
@@ -171,15 +175,14 @@ def conda_environ(
 
 
 def _build_platform(target: str, root: Path = REPO_ROOT) -> str:
-    forge = yaml.safe_load((root / "conda-forge.yml").read_text(encoding="utf-8"))
     key = target.replace("-", "_")
-    return str((forge.get("build_platform") or {}).get(key, key)).replace("_", "-")
+    return read_forge_settings(root / "conda-forge.yml").build_platform.get(key, key).replace("_", "-")
 
 
 @cache
 def _recipe_version(root: Path = REPO_ROOT) -> str:
     config = sorted((root / ".ci_support").glob("linux_64_*.yaml"))[0]
-    return render_recipe(root / "recipe", config).outputs[0].version
+    return render_recipe(root / "recipe", _configuration(config)).outputs[0].version
 
 
 @dataclass(frozen=True)
@@ -198,10 +201,9 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
     conda_env = import_megabuild("conda_env")
     windows = import_megabuild("windows")
     path = config_path(family, ci_support)
-    variant = load_variant_config(path)
-    target = str(variant["target_platform"][0])
-    kind = target.split("-", maxsplit=1)[0]
-    caller = conda_environ(family, variant, table.caller[kind], root)
+    config = _configuration(path)
+    target = config.target_platform
+    caller = conda_environ(family, config, table.caller[config.platform], root)
     build = conda_env.CondaBuild.from_environ(caller)
     env, _ = environment.upstream_environment(build, caller)
     rendered = _render(root / "recipe", path, _build_platform(target, root))
@@ -211,14 +213,20 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
         cmake_args=windows.split_cmake_args(env.get("CMAKE_ARGS", ""), build.windows),
         max_jobs=environment.max_jobs(build, {}, memory=memory),
         outputs=rendered.outputs,
-        runner=[str(label) for label in variant.get("github_actions_labels") or []],
+        runner=list(config.values_of("github_actions_labels")),
     )
+
+
+@cache
+def _configuration(path: Path) -> Configuration:
+    """A family's configuration, read once per process (the family's environment and render both take it)."""
+    return read_configuration(path)
 
 
 @cache
 def _render(recipe_dir: Path, path: Path, build_subdir: str) -> Any:
     """The rendered recipe of one configuration (rendered once per process: the driver's part is cheap)."""
-    return render_recipe(recipe_dir, path, build_subdir=build_subdir)
+    return render_recipe(recipe_dir, _configuration(path), build_subdir=build_subdir)
 
 
 def _cmake_arg(check: Mapping[str, Any], found: Actual) -> str | None:

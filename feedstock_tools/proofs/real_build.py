@@ -54,6 +54,7 @@ CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
 # The channels are kept beside the rehearsal's venv templates (a cache shared by checkouts, flock-protected)
 DEFAULT_CACHE = REPO_ROOT / ".rehearsal" / ".cache" / "local-channel"
 V1_DIR = REPO_ROOT / "recipe-v1"
+_atomic_file = import_megabuild("atomic_file")
 # recipe/ entries the v1 recipe reaches as ../recipe/... for the build and the packages' tests (the patches
 # are for the real tarball only)
 RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
@@ -243,8 +244,7 @@ def prepare_recipe(
             shutil.copy2(path, shared / entry)
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
-        (shared / "build.sh").rename(shared / "build.recipe.sh")
-        (shared / "build.sh").write_text(REPORT_WRAPPER.format(reports=reports))
+        wrap_build_script(shared, reports)
     recipe = yaml.safe_load((v1_dir / "recipe.yaml").read_text())
     # the tarball (the entry with a url) becomes the stand-in; the path sources (recipe/'s test files) stay
     sources = recipe["source"] if isinstance(recipe["source"], list) else [recipe["source"]]
@@ -254,7 +254,7 @@ def prepare_recipe(
     left_out = leave_out_tests(recipe, TESTS_THAT_NEED_REAL_PYTORCH)
     if skipped is not None:
         skipped += left_out
-    (v1 / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False, width=200))
+    _atomic_file.write_text(v1 / "recipe.yaml", yaml.safe_dump(recipe, sort_keys=False, width=200))
     return v1 / "recipe.yaml"
 
 
@@ -295,7 +295,7 @@ def run_build(
         f"      {channel} ({local_channel.channel_size(channel) / 1e6:.1f} MB) in {channel_seconds:.1f} s"
     )
     variants = work_dir / "variants.yaml"
-    variants.write_text(yaml.safe_dump(rattler_render.variant_config(config, pythons)))
+    _atomic_file.write_text(variants, yaml.safe_dump(rattler_render.variant_config(config, pythons)))
     cuda = config.cuda
     # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
     # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
@@ -442,7 +442,7 @@ def _reason(output: str, line: str) -> str:
 def wrap_build_script(recipe_dir: Path, reports: Path) -> None:
     """build.sh becomes build.recipe.sh, run by a build.sh that keeps each pass's report (REPORT_WRAPPER)."""
     (recipe_dir / "build.sh").rename(recipe_dir / "build.recipe.sh")
-    (recipe_dir / "build.sh").write_text(REPORT_WRAPPER.format(reports=reports))
+    _atomic_file.write_text(recipe_dir / "build.sh", REPORT_WRAPPER.format(reports=reports))
 
 
 def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock_tools.conda.recipe_render import load_variant_config
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.release.release_metadata import Release
 from feedstock_tools.release.rows import PERSON, SAME, Row
 
@@ -55,11 +55,11 @@ BUNDLED_PINS = (
 
 def bundled_rows(root: Path, release: Release) -> list[Row]:
     rows = []
-    configs = [load_variant_config(p) for p in sorted((root / ".ci_support").glob("*.yaml"))]
+    configs = [read_configuration(p) for p in sorted((root / ".ci_support").glob("*.yaml"))]
     for pin in BUNDLED_PINS:
         found = release.text(pin.header)
         match = re.search(pin.pattern, found[1]) if found else None
-        pins = sorted({str(v) for config in configs for v in config.get(pin.key, [])})
+        pins = sorted({value for config in configs for value in config.values_of(pin.key)})
         if not match:
             rows.append(
                 Row(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from feedstock_tools.conda.recipe_render import load_variant_config
+from feedstock_tools.common.configuration import cuda_versions, read_configuration
 from feedstock_tools.maintainer.version_compare import version_key
 from feedstock_tools.release.release_metadata import Release, cuda_of, requirements
 from feedstock_tools.release.rows import PERSON, SAME, Row
@@ -20,9 +20,8 @@ def cuda_rows(root: Path, release: Release) -> list[Row]:
     rows = []
     built: dict[str, list[str]] = {}
     for path in sorted((root / ".ci_support").glob("*.yaml")):
-        variant = load_variant_config(path)
-        versions = [str(v) for v in variant.get("cuda_compiler_version", []) if str(v) != "None"]
-        built.setdefault(variant["target_platform"][0], []).extend(versions)
+        config = read_configuration(path)
+        built.setdefault(config.target_platform, []).extend(cuda_versions(config))
     upstream = requirements(release)
     for subdir, source in release.wheels.items():
         cuda = cuda_of(source)

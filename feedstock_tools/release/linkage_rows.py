@@ -9,8 +9,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.conda.recipe_render import load_variant_config
 from feedstock_tools.maintainer.version_compare import version_key
 from feedstock_tools.proofs import linkage, wheel_layout
 from feedstock_tools.release.release_metadata import Release, cuda_of
@@ -23,15 +23,16 @@ def config_for(root: Path, subdir: str, cuda: str | None) -> Path | None:
     there is one, the CUDA version nearest the wheel's (CPU for a CPU wheel)."""
     configs = []
     for path in sorted((root / ".ci_support").glob("*.yaml")):
-        variant = load_variant_config(path)
-        if variant.get("target_platform") != [subdir]:
+        config = read_configuration(path)
+        if config.target_platform != subdir:
             continue
-        config_cuda = str(variant.get("cuda_compiler_version", ["None"])[0])
-        if (cuda is None) != (config_cuda == "None") or variant.get("arm_variant_type") == ["tegra"]:
+        if (cuda is None) != (config.cuda is None) or config.arm_variant == "tegra":
             continue
-        distance = abs(version_key(config_cuda)[-1] - version_key(cuda)[-1]) if cuda else 0
-        major = abs(version_key(config_cuda)[0] - version_key(cuda)[0]) if cuda else 0
-        configs.append(((major, distance, variant.get("blas_impl") != ["generic"]), path))
+        distance = major = 0
+        if cuda and config.cuda:
+            distance = abs(version_key(config.cuda)[-1] - version_key(cuda)[-1])
+            major = abs(version_key(config.cuda)[0] - version_key(cuda)[0])
+        configs.append(((major, distance, config.blas != "generic"), path))
     return min(configs)[1] if configs else None
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedstock_tools.conda.recipe_render import load_variant_config
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.conda.selectors import evaluate_selector, selector_namespace
 from feedstock_tools.maintainer.deps import DEPENDENCIES
 from feedstock_tools.maintainer.upstream_versions import normalise_name
@@ -43,35 +43,34 @@ _MARKER_PLATFORMS = {"Linux": "linux", "Windows": "win", "Darwin": "osx"}
 
 
 @dataclass(frozen=True)
-class Configuration:
-    """A ``.ci_support`` configuration as a line selector sees it."""
+class SelectedConfiguration:
+    """A ``.ci_support`` configuration and the namespace a line selector of its build sees."""
 
-    name: str
-    subdir: str
-    cuda: str | None  # None for a CPU build
+    config: Configuration
     namespace: Mapping[str, Any]
-    pythons: tuple[str, ...]  # "3.12", ...
+
+    @property
+    def cuda(self) -> str | None:  # None for a CPU build
+        return self.config.cuda
+
+    @property
+    def pythons(self) -> tuple[str, ...]:  # "3.12", ...
+        return tuple(python.version for python in self.config.pythons)
 
     def selects(self, line: RunLine) -> bool:
         return line.selector is None or evaluate_selector(line.selector, self.namespace)
 
     def label(self) -> str:
-        return f"{self.subdir} CUDA {self.cuda}" if self.cuda else f"{self.subdir} CPU"
+        subdir = self.config.target_platform
+        return f"{subdir} CUDA {self.cuda}" if self.cuda else f"{subdir} CPU"
 
 
-def configurations(ci_support: Path) -> list[Configuration]:
+def configurations(ci_support: Path) -> list[SelectedConfiguration]:
     found = []
     for path in sorted(ci_support.glob("*.yaml")):
-        variant = load_variant_config(path)
-        flat = {key: values[0] for key, values in variant.items() if isinstance(values, list) and values}
-        subdir = str(flat.get("target_platform", ""))
-        cuda = str(flat.get("cuda_compiler_version", "None"))
-        pythons = tuple(str(p).split()[0].replace(".*", "") for p in variant.get("python", []))
-        found.append(
-            Configuration(
-                path.stem, subdir, None if cuda == "None" else cuda, selector_namespace(subdir, flat), pythons
-            )
-        )
+        config = read_configuration(path)
+        variant = {key: value for key in config if (value := config.first(key)) is not None}
+        found.append(SelectedConfiguration(config, selector_namespace(config.target_platform, variant)))
     return found
 
 
@@ -114,7 +113,7 @@ def conda_name(pypi_name: str, recipe_names: Sequence[str]) -> str | None:
     return None
 
 
-def marker_selector(marker: str, configs: Sequence[Configuration]) -> tuple[str, list[str]]:
+def marker_selector(marker: str, configs: Sequence[SelectedConfiguration]) -> tuple[str, list[str]]:
     """A PEP 508 marker as a conda line selector, and the marker's clauses that need no selector here
     (``python_version < "3.15"`` when no configuration builds 3.15)."""
     words: list[str] = []
@@ -137,7 +136,7 @@ def marker_selector(marker: str, configs: Sequence[Configuration]) -> tuple[str,
 
 
 def _series_lines(
-    name: str, spec: str, marker: str, cuda: str, configs: Sequence[Configuration]
+    name: str, spec: str, marker: str, cuda: str, configs: Sequence[SelectedConfiguration]
 ) -> tuple[list[str], list[str]]:
     """The lines a CUDA-series requirement needs (one per CUDA version of the marker's platform), and the
     CUDA versions whose spec the release does not say (another major than PyPI's wheel)."""
@@ -278,7 +277,7 @@ def _missing_row(
     shown: str,
     series: str | None,
     cuda: str | None,
-    configs: Sequence[Configuration],
+    configs: Sequence[SelectedConfiguration],
 ) -> Row:
     """What to add for a requirement the recipe lacks: the line(s), their selectors, the records."""
     conda = name or pypi_name  # conda-forge spells most PyPI packages so: the row says to check it

@@ -35,19 +35,6 @@ WRITTEN: tuple[str, ...] = (
 )
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` exactly as given (UTF-8, no newline translation), atomically."""
-    _atomic_file.write_text(path, text, newline="")
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` byte for byte, atomically (the driver's writer takes text: surrogateescape carries every
-    byte that is not UTF-8 through it unchanged)."""
-    _atomic_file.write_text(
-        path, data.decode("utf-8", "surrogateescape"), errors="surrogateescape", newline=""
-    )
-
-
 @dataclass(frozen=True)
 class Snapshot:
     root: Path
@@ -90,7 +77,7 @@ class Snapshot:
         for path, (data, mode) in self.files.items():
             if not path.is_file() or path.read_bytes() != data:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                write_bytes(path, data)
+                _atomic_file.write_bytes(path, data)
             if path.stat().st_mode & 0o7777 != mode:
                 path.chmod(mode)
 

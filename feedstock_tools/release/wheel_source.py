@@ -30,15 +30,16 @@ from pathlib import Path
 from typing import Protocol
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.patch_hunks import FileText
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.wheel_layout import ListedFile, read_file_list, wheel_files, write_file_list
-from feedstock_tools.release import transaction
 
 # The Python of the wheels the bump reads: one is enough (the C++ side is the same for every CPython), and
 # 3.12 is in every supported range so far. The fixtures in tests/data are cp312 wheels.
 PYTHON_TAG = "cp312"
 PYTHON_VERSION = "3.12"
+_atomic_file = import_megabuild("atomic_file")
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def cut_fixtures(
         "written_by": "python -m feedstock_tools bump VERSION --cut-fixtures DIR --wheels WHEELS",
         "texts": texts,
     }
-    transaction.write_bytes(
+    _atomic_file.write_bytes(
         texts_path, gzip.compress(json.dumps(document, indent=0, sort_keys=True).encode(), mtime=0)
     )
     return [files_path, needs_path, texts_path]

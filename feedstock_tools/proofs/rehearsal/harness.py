@@ -27,7 +27,7 @@ from pathlib import Path
 from feedstock_tools.common import full_device, interruption
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes, relocation, standins
 from feedstock_tools.proofs.rehearsal import target as targets
@@ -48,6 +48,7 @@ from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
+_atomic_file = import_megabuild("atomic_file")
 # conda-build gives a build script a fresh environment: its own variables plus a few inherited ones
 # (conda-build's docs, "Environment variables"), and whatever the recipe's build/script_env lists. The
 # caller's debugging knobs the driver honours are passed through the same way.
@@ -429,7 +430,9 @@ class Rehearsal:
         record for everything the step's host requirements brought."""
         installed = sorted(f for f in prefixes.prefix_files(self.prefix) if not f.startswith("conda-meta/"))
         record = {"name": f"rehearsal-host-of-{step.label}", "version": "0", "build": "0", "files": installed}
-        (self.prefix / "conda-meta" / f"{record['name']}-0-0.json").write_text(json.dumps(record) + "\n")
+        _atomic_file.write_text(
+            self.prefix / "conda-meta" / f"{record['name']}-0-0.json", json.dumps(record) + "\n"
+        )
 
     def restore_pass1_host_files(self) -> None:
         """conda-build backs up the files the top-level build added to the host prefix (build.py 2640-2648)
@@ -495,7 +498,7 @@ class Rehearsal:
         index = len(self.results)
         log = self.logs_dir / f"{index + 1:02d}-{step.label}.log"
         if not step.has_script:
-            log.write_text(f"{step.label}: no script (metapackage): an empty package\n")
+            _atomic_file.write_text(log, f"{step.label}: no script (metapackage): an empty package\n")
             result = StepResult(step, 0, 0.0, [], [], log, self._write_package(step, []))
             self.results.append(result)
             return result
@@ -567,7 +570,8 @@ class Rehearsal:
             # what recipe/bld.bat runs: %BUILD_PREFIX%\python.exe -m megabuild, RECIPE_DIR on PYTHONPATH
             command = [str(self.build_prefix / "bin" / "python"), "-m", "megabuild"]
             env["PYTHONPATH"] = str(self.recipe_dir)
-        with log.open("w") as out:
+        log.unlink(missing_ok=True)  # a rerun's log starts empty; the script's output is appended as it runs
+        with log.open("a") as out:
             # A process group of its own (as conda-build's script has none of our terminal): a signal to
             # this tool is forwarded to the whole script, which stops its own build in turn.
             process = subprocess.Popen(
@@ -600,8 +604,9 @@ class Rehearsal:
         package_dir.mkdir(parents=True)
         prefixes.install_files(self.prefix, files, package_dir)
         (package_dir / "info").mkdir(exist_ok=True)
-        (package_dir / "info" / "files").write_text("".join(f"{path}\n" for path in files))
-        (package_dir / "info" / "index.json").write_text(
+        _atomic_file.write_text(package_dir / "info" / "files", "".join(f"{path}\n" for path in files))
+        _atomic_file.write_text(
+            package_dir / "info" / "index.json",
             json.dumps(
                 {
                     "name": step.name,
@@ -612,7 +617,7 @@ class Rehearsal:
                 },
                 indent=2,
             )
-            + "\n"
+            + "\n",
         )
         return package_dir
 
