@@ -120,7 +120,7 @@ def test_cuda_settings_and_cpu() -> None:
 
 
 def test_cuda_arch_lists() -> None:
-    """conda-forge's 2.13.0 lists (pytorch-cpu-feedstock 74dd3d46 recipe/build.sh, bld.bat), per machine kind."""
+    """conda-forge's 2.13.0 lists (pytorch-cpu-feedstock 74dd3d46 build.sh, bld.bat), per machine kind."""
     assert ";".join(cuda_arch_list("12.9", "linux-64")) == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
     assert cuda_arch_list("12.9.1", "linux-aarch64 sbsa") == cuda_arch_list("12.9", "linux-64")
     assert cuda_arch_list("12.8", "win-64") == cuda_arch_list("12.9", "linux-64")
@@ -131,7 +131,7 @@ def test_cuda_arch_lists() -> None:
     with pytest.raises(MegabuildError, match=r"no GPU architecture list for CUDA 11\.8 on linux-64"):
         cuda_arch_list("11.8", "linux-64")
     # no tegra build from CUDA 13 on: conda-forge's CUDA 13 is SBSA on Jetson too
-    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on linux-aarch64 tegra: add one to cuda_arch_lists"):
+    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on linux-aarch64 tegra: add one to cuda_arch"):
         cuda_arch_list("13.0", "linux-aarch64 tegra")
 
 

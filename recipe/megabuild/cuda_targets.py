@@ -88,7 +88,7 @@ def check_arch_list(archs: object, where: str) -> list[str]:
     alone; else a MegabuildError naming ``where``, the problem and the rule."""
     fix = f"fix it in {ARCH_LISTS_FILE.name}"
     if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
-        raise MegabuildError(f"{where}: not a list of architectures such as [\"7.5\", \"12.0+PTX\"]; {fix}")
+        raise MegabuildError(f'{where}: not a list of architectures such as ["7.5", "12.0+PTX"]; {fix}')
     bad = [arch for arch in archs if not _ARCH.fullmatch(arch)]
     if bad:
         raise MegabuildError(f"{where}: {bad[0]!r} is not an architecture (X.Y or X.Y+PTX); {fix}")
@@ -100,8 +100,8 @@ def check_arch_list(archs: object, where: str) -> list[str]:
         )
     if [arch for arch in archs if arch.endswith("+PTX")] != [archs[-1]]:
         raise MegabuildError(
-            f"{where}: only the newest architecture ({archs[-1].removesuffix('+PTX')}) must carry +PTX: newer "
-            f"GPUs run it by JIT, which is why __cuda_arch has no upper bound; {fix}"
+            f"{where}: only the newest architecture ({archs[-1].removesuffix('+PTX')}) must carry +PTX: "
+            f"newer GPUs run it by JIT, which is why __cuda_arch has no upper bound; {fix}"
         )
     return archs
 
