@@ -30,8 +30,9 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def load_file_data_in(recipe_dir: Path) -> Callable[..., Any]:
-    """The ``load_file_data`` of a render of the recipe in ``recipe_dir``."""
+def load_file_data_in(recipe_dir: Path, permit_missing: bool = False) -> Callable[..., Any]:
+    """The ``load_file_data`` of a render of the recipe in ``recipe_dir``; ``permit_missing``: a missing file
+    is ``{}``, as on conda-build's passes that permit undefined Jinja (its first pass)."""
 
     def load_file_data(
         filename: str, fmt: str | None = None, *_: Any, from_recipe_dir: bool = False, **__: Any
@@ -50,6 +51,8 @@ def load_file_data_in(recipe_dir: Path) -> Callable[..., Any]:
             raise ToolError(
                 f"load_file_data({filename!r}): unknown format {kind!r}; use one of {sorted(_PARSERS)}"
             )
+        if permit_missing and not path.is_file():
+            return {}
         try:
             return parse(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:

@@ -584,7 +584,7 @@ class _RecipeRenderer:
             cdt=cdt,
             pin_subpackage=pin_subpackage,
             pin_compatible=pin_compatible,
-            load_file_data=load_file_data_in(self.recipe_dir),
+            load_file_data=load_file_data_in(self.recipe_dir, permit_missing=self.lenient),
         )
         return context
 
