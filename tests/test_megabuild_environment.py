@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from megabuild.conda_env import CondaBuild
-from megabuild.cuda_targets import CUDA_ARCH_LISTS, cuda_arch_list
+from megabuild.cuda_targets import cuda_arch_list, load_arch_lists
 from megabuild.environment import (
     build_type,
     max_jobs,
@@ -120,25 +120,45 @@ def test_cuda_settings_and_cpu() -> None:
 
 
 def test_cuda_arch_lists() -> None:
-    """conda-forge's 2.13.0 lists (pytorch-cpu-feedstock 74dd3d46 recipe/build.sh), per CUDA target."""
-    assert ";".join(cuda_arch_list("12.9", "x86_64-linux")) == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
-    assert cuda_arch_list("12.9.1", "sbsa-linux") == cuda_arch_list("12.9", "x86_64-linux")
-    assert ";".join(cuda_arch_list("13.0", "x86_64-linux")) == "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
-    assert ";".join(cuda_arch_list("13.0", "sbsa-linux")) == "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"
-    assert cuda_arch_list("12.9", "aarch64-linux") == ["8.7+PTX"]
-    with pytest.raises(MegabuildError, match=r"no GPU architecture list for CUDA 11\.8 on x86_64-linux"):
-        cuda_arch_list("11.8", "x86_64-linux")
+    """conda-forge's 2.13.0 lists (pytorch-cpu-feedstock 74dd3d46 build.sh, bld.bat), per machine kind."""
+    assert ";".join(cuda_arch_list("12.9", "linux-64")) == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert cuda_arch_list("12.9.1", "linux-aarch64 sbsa") == cuda_arch_list("12.9", "linux-64")
+    assert cuda_arch_list("12.8", "win-64") == cuda_arch_list("12.9", "linux-64")
+    assert ";".join(cuda_arch_list("13.0", "linux-64")) == "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
+    assert cuda_arch_list("13.0", "win-64") == cuda_arch_list("13.0", "linux-64")
+    assert ";".join(cuda_arch_list("13.0", "linux-aarch64 sbsa")) == "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"
+    assert cuda_arch_list("12.9", "linux-aarch64 tegra") == ["8.7+PTX"]
+    with pytest.raises(MegabuildError, match=r"no GPU architecture list for CUDA 11\.8 on linux-64"):
+        cuda_arch_list("11.8", "linux-64")
     # no tegra build from CUDA 13 on: conda-forge's CUDA 13 is SBSA on Jetson too
-    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on aarch64-linux: add one to CUDA_ARCH_LISTS"):
-        cuda_arch_list("13.0", "aarch64-linux")
+    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on linux-aarch64 tegra: add one to cuda_arch"):
+        cuda_arch_list("13.0", "linux-aarch64 tegra")
 
 
-def test_every_arch_list_has_ptx_exactly_for_its_newest_architecture() -> None:
-    """PTX of the newest lets future GPUs JIT; PTX of an older one would only add size."""
-    for (cuda, target), archs in CUDA_ARCH_LISTS.items():
-        ordered = cuda_arch_list(cuda, target)
-        assert [arch for arch in ordered if arch.endswith("+PTX")] == [ordered[-1]], (cuda, target)
-        assert sorted(ordered) == sorted(archs) and len(set(archs)) == len(archs), (cuda, target)
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"linux-64": {"12.9": ["5.0", "12.0+PTX"]', "cannot read it as JSON"),
+        ('{"linux-64": ["5.0"]}', "not a mapping of machine kind"),
+        ('{"linux-64": {"12.9": "5.0;12.0+PTX"}}', "not a list of architectures"),
+        ('{"linux-64": {"12.9": ["sm_50", "12.0+PTX"]}}', "'sm_50' is not an architecture"),
+        ('{"linux-64": {"12.9": ["7.5", "5.0", "12.0+PTX"]}}', "not ordered oldest first"),
+        ('{"linux-64": {"12.9": ["5.0", "5.0", "12.0+PTX"]}}', "not ordered oldest first"),
+        ('{"linux-64": {"12.9": ["5.0", "12.0"]}}', "only the newest architecture (12.0) must carry +PTX"),
+        ('{"linux-64": {"12.9": ["5.0+PTX", "12.0+PTX"]}}', "only the newest architecture"),
+    ],
+)
+def test_a_bad_arch_list_file_is_one_line_naming_the_file_and_the_rule(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    """The recipes read the file as it is (the first entry is __cuda_arch's bound): the driver refuses a file
+    they would misread."""
+    path = tmp_path / "cuda_arch_lists.json"
+    path.write_text(text)
+    with pytest.raises(MegabuildError) as error:
+        load_arch_lists(path)
+    message = str(error.value)
+    assert str(path) in message and problem in message and "\n" not in message
 
 
 def test_the_arm_variant_picks_the_cuda_target_and_the_architectures() -> None:
@@ -161,7 +181,7 @@ def test_the_arm_variant_picks_the_cuda_target_and_the_architectures() -> None:
         MegabuildError, match=r"linux-aarch64 with arm_variant_type=jetson: add it to CUDA_TARGETS"
     ):
         environment_for(conda_environ(target_platform="linux-aarch64", arm_variant_type="jetson"))
-    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on aarch64-linux"):
+    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on linux-aarch64 tegra"):
         environment_for(
             conda_environ(
                 target_platform="linux-aarch64", cuda_compiler_version="13.0", arm_variant_type="tegra"

@@ -8,6 +8,7 @@ import re
 import pytest
 from recipe_matrix import CONFIGURATIONS, RECIPE, Configuration
 
+from feedstock_tools.common.recipe_imports import import_megabuild
 from tests.test_recipe_outputs import rendered
 
 configurations = pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.id)
@@ -57,6 +58,35 @@ def test_pytorch_checks_complex_dot_and_the_built_in_features(configuration: Con
         assert ("python tests/check_cuda_extension.py" in commands) == configuration.is_cuda
         for path in pytorch.test["files"]:
             assert (RECIPE / path).exists(), path
+
+
+@configurations
+def test_the_gpu_code_outputs_bound_cuda_arch_by_the_drivers_oldest_architecture(
+    configuration: Configuration,
+) -> None:
+    """libtorch and libtorch-cuda-linalg constrain __cuda_arch to the oldest entry of the list the driver
+    builds with (recipe/megabuild/cuda_arch_lists.json), pytorch's arch check tests that very bound, and
+    nothing else carries it (pytorch and the metapackages reach it through libtorch)."""
+    bounds = {
+        output.name: [spec for spec in output.requirements.run_constrained if spec.startswith("__cuda_arch")]
+        for output in rendered(configuration).outputs
+    }
+    commands = [c for o in outputs(configuration, "pytorch") for c in o.test["commands"]]
+    checks = [c for c in commands if c.startswith("python tests/check_cuda_arch_list.py")]
+    if not configuration.is_cuda:
+        assert not any(bounds.values()) and not checks
+        return
+    cuda_targets = import_megabuild("cuda_targets")
+    kind = configuration.subdir + (
+        f" {configuration.arm_variant or cuda_targets.DEFAULT_ARM_VARIANT}"
+        if configuration.subdir == "linux-aarch64"
+        else ""
+    )
+    oldest = cuda_targets.cuda_arch_list(configuration.cuda, kind)[0].removesuffix("+PTX")
+    carriers = {"libtorch", "libtorch-cuda-linalg"} if configuration.has_cuda_linalg else {"libtorch"}
+    assert {name for name, specs in bounds.items() if specs} == carriers
+    assert all(bounds[name] == [f"__cuda_arch >={oldest}"] for name in carriers)
+    assert set(checks) == {f"python tests/check_cuda_arch_list.py --cuda-arch-min={oldest}"}
 
 
 @configurations
