@@ -354,28 +354,3 @@ def test_rattler_build_builds_a_cuda_configuration(
     # the solver prefers the MAGMA build (+50) and brings libmagma with it
     assert any(n.startswith("libtorch-cuda-linalg-") and "_magma_" in n for n in installed)
     assert any(n.startswith("libmagma-") for n in installed)
-
-
-def test_the_real_build_copy_carries_the_arch_lists_inline(tmp_path: Path) -> None:
-    """py-rattler-build's build_recipes cannot enable load_from_file: the prepared copy holds the driver's
-    file's data instead and renders without experimental features to the same __cuda_arch bound."""
-    from rattler_build import RenderConfig, Stage0Recipe, VariantConfig
-    from rattler_build.tool_config import PlatformConfig
-
-    copy = real_build.prepare_recipe(V1_RECIPE.parent, tmp_path, real_build.STANDIN)
-    assert "load_from_file" not in copy.read_text()
-    config = rattler_render.variant_config(CUDA_CONFIG, ["3.12"])
-    zip_keys = config.pop("zip_keys", None)
-    platform = PlatformConfig(target_platform="linux-64", build_platform="linux-64")  # not experimental
-    rendered = Stage0Recipe.from_file(copy).render(
-        VariantConfig(config, zip_keys=zip_keys), RenderConfig(platform=platform)
-    )
-    bounds = {
-        c
-        for variant in rendered
-        if variant.recipe.package.name == "libtorch"
-        for c in variant.recipe.to_dict()["requirements"]["run_constraints"]
-        if c.startswith("__cuda_arch")
-    }
-    oldest = import_megabuild("cuda_targets").cuda_arch_list("12.9", "linux-64")[0]
-    assert bounds == {f"__cuda_arch >={oldest.removesuffix('+PTX')}"}

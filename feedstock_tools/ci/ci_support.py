@@ -53,7 +53,6 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import recipe_v1, used_vars
-from feedstock_tools.conda.file_data import load_file_data_in
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import read_recipe_file
@@ -151,9 +150,7 @@ def combined_spec(
 # --- rendering the recipe just far enough to see outputs, skips and force_use_keys --------------------------
 
 
-def _jinja_context(
-    variant: Mapping[str, Any], namespace: Mapping[str, Any], recipe_path: Path
-) -> dict[str, Any]:
+def _jinja_context(variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> dict[str, Any]:
     def passthrough(name: str, *args: Any, **kwargs: Any) -> str:
         return str(name)
 
@@ -165,7 +162,6 @@ def _jinja_context(
         pin_subpackage=passthrough,
         pin_compatible=passthrough,
         cdt=lambda name: f"{name}-cdt-stub",
-        load_file_data=load_file_data_in(recipe_path),
         PKG_HASH="0",
         PKG_BUILDNUM="0",
         CONDA_PY="0",
@@ -185,11 +181,9 @@ def _names_in(text: str) -> frozenset[str]:
     return frozenset(re.findall(r"[A-Za-z_]\w*", text))
 
 
-def render_meta(
-    selected: str, variant: Mapping[str, Any], namespace: Mapping[str, Any], recipe_path: Path
-) -> dict[str, Any]:
-    """The recipe of ``recipe_path`` (selectors already applied) rendered with Jinja and read as YAML."""
-    context = _jinja_context(variant, namespace, recipe_path)
+def render_meta(selected: str, variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe (selectors already applied) rendered with Jinja and read as YAML."""
+    context = _jinja_context(variant, namespace)
     # Only the names the text mentions can change the result: variants that differ elsewhere share it.
     names = _names_in(selected)
     key = tuple(
@@ -282,7 +276,7 @@ def scan_recipe(recipe_path: Path, subdir: str, build_subdir: str, variants: Seq
             selected = select_lines(meta_text, namespace)
         except SelectorError as exc:
             raise ToolError(f"recipe/meta.yaml: {exc}") from exc
-        meta = render_meta(selected, variant, namespace, recipe_path)
+        meta = render_meta(selected, variant, namespace)
         if _is_true((meta.get("build") or {}).get("skip", False)):
             continue
         outputs = [o for o in _outputs(meta, selected, meta_text) if not o.skipped]

@@ -29,7 +29,6 @@ import yaml
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
-from feedstock_tools.conda.file_data import load_file_data_in
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
 from feedstock_tools.conda.yaml_errors import rendered_yaml_error
 
@@ -82,7 +81,6 @@ def render_first_pass(
     namespace = selector_namespace(subdir, {"target_platform": subdir}, dict(environ or {}))
     context: dict[str, Any] = {key: value for key, value in namespace.items() if key != "os"}
     context.update({name: (lambda *args, **kwargs: "") for name in _FUNCTIONS})
-    context.update(load_file_data=load_file_data_in(recipe_dir, permit_missing=True))
     context.update(
         PKG_NAME="", PKG_VERSION="", PKG_BUILDNUM="0", PKG_HASH="1234567", environ=dict(environ or {})
     )

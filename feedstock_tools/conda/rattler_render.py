@@ -69,14 +69,7 @@ def render(
         variants = Stage0Recipe.from_file(recipe).render(
             VariantConfig(config, zip_keys=zip_keys),
             RenderConfig(
-                platform=PlatformConfig(
-                    target_platform=platform,
-                    build_platform=build_platform or platform,
-                    # the recipe reads the driver's GPU architecture lists with load_from_file, which
-                    # rattler-build 0.73.0 refuses without it ("Experimental feature: provide the
-                    # `--experimental` flag to enable this feature"; docs/rattler-build.md)
-                    experimental=True,
-                )
+                platform=PlatformConfig(target_platform=platform, build_platform=build_platform or platform)
             ),
         )
     except Exception as exc:  # py-rattler-build raises its own error types for every render problem

@@ -70,7 +70,6 @@ from feedstock_tools.common import config_selector
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import used_vars
-from feedstock_tools.conda.file_data import load_file_data_in
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
@@ -584,7 +583,6 @@ class _RecipeRenderer:
             cdt=cdt,
             pin_subpackage=pin_subpackage,
             pin_compatible=pin_compatible,
-            load_file_data=load_file_data_in(self.recipe_dir, permit_missing=self.lenient),
         )
         return context
 

@@ -4,8 +4,9 @@ The table is data (``anchor_parity.yaml``): per setting of pytorch-cpu-feedstock
 ``bld.bat`` and ``meta.yaml``, the anchor's value with its source line or commit, the platform families it
 applies to, this feedstock's value and the decision (same / different / not needed / fixed now). This module
 computes this feedstock's actual value for each family: the driver's environment
-(``megabuild.environment.upstream_environment`` on a conda-build environment of that family) and the rendered
-recipe (:func:`feedstock_tools.conda.recipe_render.render_recipe` of the family's ``.ci_support`` file).
+(``megabuild.environment.upstream_environment`` on a conda-build environment of that family, the recipe's
+script_env included) and the rendered recipe (:func:`feedstock_tools.conda.recipe_render.render_recipe` of
+the family's ``.ci_support`` file).
 ``--check`` fails where they disagree with the table; ``--write`` renders ``docs/anchor-parity.md``.
 """
 
@@ -25,6 +26,7 @@ import yaml
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.recipe_render import RenderedOutput, load_variant_config, render_recipe
+from feedstock_tools.conda.script_env import script_environment
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
 DOC_FILE = REPO_ROOT / "docs" / "anchor-parity.md"
@@ -183,10 +185,12 @@ def actual(family: Family, table: Table, ci_support: Path) -> Actual:
     variant = load_variant_config(path)
     target = str(variant["target_platform"][0])
     kind = target.split("-", maxsplit=1)[0]
-    caller = conda_environ(family, variant, table.caller[kind])
+    rendered = _render(path, _build_platform(target))
+    # the recipe's own values for pass 1's script (its GPU architectures), as conda-build passes them
+    script_env = (rendered.top_level.build if rendered.top_level else {}).get("script_env") or ()
+    caller = conda_environ(family, variant, {**table.caller[kind], **script_environment(script_env, {})})
     build = conda_env.CondaBuild.from_environ(caller)
     env, _ = environment.upstream_environment(build, caller)
-    rendered = _render(path, _build_platform(target))
     memory = family.memory_gib * 1024**3
     return Actual(
         env=env,

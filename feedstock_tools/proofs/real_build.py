@@ -65,7 +65,6 @@ TESTS_THAT_NEED_REAL_PYTORCH: dict[str, tuple[tuple[str, str], ...]] = {
         ("check_torch_config.py", "torch.__config__.show() (the build's BLAS_INFO) is not modelled"),
         ("check_build_features.py", "complex BLAS dots and torch.backends are real PyTorch"),
         ("check_cuda_extension.py", "torch.utils.cpp_extension builds a CUDA kernel"),
-        ("check_cuda_arch_list.py", "torch.cuda.get_arch_list() and the GPUs' kernels are real PyTorch"),
         ("cmake_test_build", "recipe/cmake_test computes with tensors and autograd (ATen's API)"),
         ("run_upstream_tests.py", "upstream's own test suite"),
     ),
@@ -215,33 +214,6 @@ def leave_out_tests(
     return skipped
 
 
-_LOAD_FROM_FILE = re.compile(r"""load_from_file\((["'])(?P<path>[^"']+)\1\)""")
-
-
-def inline_loaded_files(recipe: dict[str, Any], v1_dir: Path) -> None:
-    """Replaces each ``load_from_file("X.json")`` of the recipe's context with the data of that file (a JSON
-    literal of strings, lists and mappings is a Jinja literal): the recipe reads the driver's GPU
-    architecture lists so, an experimental feature of rattler-build that py-rattler-build 0.73.0's
-    ``build_recipes`` has no switch for (its render refuses the call: "Experimental feature: provide the
-    `--experimental` flag"); the data still comes from the one file, read here."""
-
-    def literal(match: re.Match[str]) -> str:
-        path = v1_dir / match["path"]
-        if path.suffix != ".json":
-            raise ToolError(f"real-build: load_from_file({match['path']!r}): only JSON files are inlined")
-        try:
-            return json.dumps(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise ToolError(
-                f"real-build: load_from_file({match['path']!r}): cannot read {path}: {exc}"
-            ) from None
-
-    context = recipe.get("context") or {}
-    for key, value in context.items():
-        if isinstance(value, str):
-            context[key] = _LOAD_FROM_FILE.sub(literal, value)
-
-
 def prepare_recipe(
     v1_dir: Path,
     destination: Path,
@@ -272,7 +244,6 @@ def prepare_recipe(
     recipe["source"] = [{"path": str(source)} if "url" in s else s for s in sources]
     # the stand-in is not PyTorch: none of PyTorch's license files, which rattler-build requires to exist
     recipe.get("about", {}).pop("license_file", None)
-    inline_loaded_files(recipe, v1_dir)
     left_out = leave_out_tests(recipe, TESTS_THAT_NEED_REAL_PYTORCH)
     if skipped is not None:
         skipped += left_out

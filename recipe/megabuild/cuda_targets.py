@@ -4,22 +4,20 @@ Both depend on the machine the packages are for, not only on ``target_platform``
 come in two kinds, conda-forge's ``arm_variant_type`` (global pinning and its ``arm_variant_type.yaml``
 migration): ``sbsa`` for servers (Grace, Ampere Altra, ...) and ``tegra`` for NVIDIA Jetson. NVIDIA's
 toolchain treats the two as separate targets whose device code is not interchangeable, and conda-forge's
-CUDA packages install them under different directories. Everything here is data, read by
+CUDA packages install them under different directories. The toolkit directories are data here, read by
 :mod:`megabuild.environment`; a new combination is one new row.
 
-The GPU architectures live in ``cuda_arch_lists.json`` beside this file, plain data that three readers
-share: this module (``TORCH_CUDA_ARCH_LIST`` of the build), ``recipe/meta.yaml`` (conda-build's
-``load_file_data``) and ``recipe-v1/recipe.yaml`` (rattler-build's ``load_from_file``), which both constrain
-``__cuda_arch`` (CEP 46) to the oldest architecture of the list; so a list is ordered oldest first and only
-its newest architecture carries ``+PTX`` (checked here, docs/recipe.md "Which GPUs a CUDA build runs on").
+The GPU architectures are the recipe's: ``recipe/meta.yaml`` holds each configuration's list
+(``cuda_arch_list``), constrains ``__cuda_arch`` (CEP 46) to its first entry and hands it to every pass
+through ``script_env`` as ``MEGABUILD_CUDA_ARCH_LIST`` (recipe-v1: ``script.env``). The driver builds with
+that value and refuses one the recipe's bound would misread: not oldest first, or ``+PTX`` anywhere but on
+the newest entry (docs/recipe.md, "Which GPUs a CUDA build runs on").
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-from pathlib import Path
+from collections.abc import Mapping
 
 from megabuild.conda_env import CondaBuild
 from megabuild.errors import MegabuildError
@@ -38,16 +36,8 @@ CUDA_TARGETS: dict[tuple[str, str | None], str] = {
     ("linux-aarch64", "tegra"): "aarch64-linux",
 }
 
-# TORCH_CUDA_ARCH_LIST per machine kind (target_platform, plus " <arm_variant_type>" on linux-aarch64) and
-# CUDA major.minor, as conda-forge's 2.13.0 build.sh and bld.bat (74dd3d46) choose them: every architecture
-# its CUDA packages support, PTX for the newest so future GPUs can JIT. CUDA 13 dropped Maxwell, Pascal and
-# Volta (5.x-7.0). Tegra: the Jetson Orin family alone, compute capability 8.7 (NVIDIA's "CUDA GPU Compute
-# Capability" table: Jetson AGX Orin, Orin NX, Orin Nano), with PTX; conda-forge builds tegra for CUDA 12.9
-# only, since from CUDA 13 / JetPack 7 Jetson is SBSA (its "How to build for ARM Tegra devices"), so CUDA
-# 13.0 sbsa adds 8.7 to cover Orin (74dd3d46's 4518b3a9). CUDA 12.9 sbsa has no 8.7: a Jetson on CUDA 12
-# cannot run sbsa builds at all. win-64 builds CUDA 12.8 (docs/recipe.md "Windows"), with the server list
-# conda-forge's bld.bat gives every 12.x (12.8 is the first CUDA with sm_100/sm_120).
-ARCH_LISTS_FILE = Path(__file__).with_name("cuda_arch_lists.json")
+# the recipe's GPU architectures of the configuration, in TORCH_CUDA_ARCH_LIST's spelling (its script_env)
+ARCH_LIST_VARIABLE = "MEGABUILD_CUDA_ARCH_LIST"
 _ARCH = re.compile(r"(?P<major>[0-9]+)\.(?P<minor>[0-9])(?P<ptx>\+PTX)?")
 
 _HERE = "recipe/megabuild/cuda_targets.py"
@@ -70,72 +60,44 @@ def cuda_target(build: CondaBuild) -> str:
     return target
 
 
-def machine_kind(build: CondaBuild) -> str:
-    """The key of ``cuda_arch_lists.json`` for this build: ``linux-64``, ``linux-aarch64 tegra``, ``win-64``
-    (the recipes compute the same key from target_platform and arm_variant_type)."""
-    variant = arm_variant(build)
-    return build.target_platform + (f" {variant}" if variant else "")
-
-
 def _arch_key(arch: str) -> tuple[int, int]:
     match = _ARCH.fullmatch(arch)
-    assert match is not None  # checked by load_arch_lists
+    assert match is not None  # checked by cuda_arch_list
     return int(match["major"]), int(match["minor"])
 
 
-def check_arch_list(archs: object, where: str) -> list[str]:
-    """``archs`` if it is a list the recipes can read: ``X.Y`` entries oldest first, ``+PTX`` on the newest
-    alone; else a MegabuildError naming ``where``, the problem and the rule."""
-    fix = f"fix it in {ARCH_LISTS_FILE.name}"
-    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
-        raise MegabuildError(f'{where}: not a list of architectures such as ["7.5", "12.0+PTX"]; {fix}')
+def cuda_arch_list(caller: Mapping[str, str]) -> list[str]:
+    """The GPU architectures to build for, oldest first: ``MEGABUILD_CUDA_ARCH_LIST`` of the caller's
+    environment (``7.5;8.0;12.0+PTX``), which recipe/meta.yaml's script_env sets; a MegabuildError naming the
+    problem and the fix when it is missing or breaks a rule the recipe's __cuda_arch bound relies on."""
+    text = caller.get(ARCH_LIST_VARIABLE, "").strip()
+    fix = "fix cuda_arch_list in recipe/meta.yaml (its script_env passes it to every pass)"
+    if not text:
+        configuration = (
+            f"CUDA {caller.get('cuda_compiler_version', '?')} on {caller.get('target_platform', '?')}"
+            + (f" {caller['arm_variant_type']}" if caller.get("arm_variant_type") else "")
+        )
+        raise MegabuildError(
+            f"{ARCH_LIST_VARIABLE} is empty or not set: no GPU architectures for {configuration}; add its "
+            "list to cuda_arch_list in recipe/meta.yaml and build with conda-build or rattler-build, which "
+            "pass it (script_env)"
+        )
+    archs = text.split(";")
     bad = [arch for arch in archs if not _ARCH.fullmatch(arch)]
     if bad:
-        raise MegabuildError(f"{where}: {bad[0]!r} is not an architecture (X.Y or X.Y+PTX); {fix}")
+        raise MegabuildError(
+            f"{ARCH_LIST_VARIABLE}={text}: {bad[0]!r} is not an architecture (X.Y or X.Y+PTX); {fix}"
+        )
     keys = [_arch_key(arch) for arch in archs]
     if keys != sorted(set(keys)):
         raise MegabuildError(
-            f"{where}: not ordered oldest first without repeats (the recipes take the first entry as the "
-            f"oldest for __cuda_arch); {fix}"
+            f"{ARCH_LIST_VARIABLE}={text}: not ordered oldest first without repeats (the recipe takes the "
+            f"first entry as the oldest for __cuda_arch); {fix}"
         )
     if [arch for arch in archs if arch.endswith("+PTX")] != [archs[-1]]:
         raise MegabuildError(
-            f"{where}: only the newest architecture ({archs[-1].removesuffix('+PTX')}) must carry +PTX: "
-            f"newer GPUs run it by JIT, which is why __cuda_arch has no upper bound; {fix}"
+            f"{ARCH_LIST_VARIABLE}={text}: only the newest architecture "
+            f"({archs[-1].removesuffix('+PTX')}) must carry +PTX: newer GPUs run it by JIT, which is why "
+            f"__cuda_arch has no upper bound; {fix}"
         )
     return archs
-
-
-@functools.cache
-def load_arch_lists(path: Path = ARCH_LISTS_FILE) -> dict[str, dict[str, list[str]]]:
-    """``cuda_arch_lists.json``: machine kind -> CUDA major.minor -> architectures, every list checked."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MegabuildError(f"{path}: cannot read it as JSON ({exc}); restore it from git") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise MegabuildError(
-            f"{path}: not a mapping of machine kind to {{CUDA version: architectures}}; restore it from git"
-        )
-    return {
-        kind: {cuda: check_arch_list(archs, f"{path}: {kind!r} CUDA {cuda}") for cuda, archs in lists.items()}
-        for kind, lists in data.items()
-    }
-
-
-def cuda_arch_list(cuda: str, kind: str) -> list[str]:
-    """The TORCH_CUDA_ARCH_LIST entries for CUDA ``cuda`` (``12.9``, ``12.9.1``) on machine kind ``kind``
-    (:func:`machine_kind`), oldest first."""
-    major_minor = ".".join(cuda.split(".")[:2])
-    archs = load_arch_lists().get(kind, {}).get(major_minor)
-    if archs is None:
-        raise MegabuildError(
-            f"no GPU architecture list for CUDA {cuda} on {kind}: add one to {ARCH_LISTS_FILE.name} "
-            f"beside {_HERE}"
-        )
-    return list(archs)
-
-
-def oldest_arch(archs: list[str]) -> str:
-    """The lower bound of ``__cuda_arch`` for a build of ``archs``: its oldest architecture, without +PTX."""
-    return archs[0].removesuffix("+PTX")
