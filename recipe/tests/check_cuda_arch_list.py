@@ -3,7 +3,7 @@
 Three statements about one build must agree, and a GPU, where there is one, must be covered:
 
 * the build's list: ``CF_TORCH_CUDA_ARCH_LIST``, which libtorch's activation script exports (the driver's
-  ``TORCH_CUDA_ARCH_LIST``, from recipe/megabuild/cuda_arch_lists.json), e.g. ``7.5;8.0;12.0+PTX``;
+  ``TORCH_CUDA_ARCH_LIST``: meta.yaml's ``cuda_arch_list``, through script_env), e.g. ``7.5;8.0;12.0+PTX``;
 * torch's own: ``torch.cuda.get_arch_list()``, the arch flags compiled into torch_python. 2.13.0 returns
   them without a GPU (torch/cuda/__init__.py: ``get_arch_list`` needs only ``_is_compiled()``), in the
   form of FindCUDA's ``nvcc_archs_readable`` (PyTorch's select_compute_arch.cmake: ``sm_XY`` for each
@@ -88,7 +88,7 @@ def problems(
     if cuda_arch_min != oldest:
         found.append(
             f"the recipe constrains __cuda_arch >={cuda_arch_min}, the oldest architecture of the build is "
-            f"{oldest}: the recipe must read the build's list (recipe/megabuild/cuda_arch_lists.json)"
+            f"{oldest}: the recipe must take its bound from the list it builds with (cuda_arch_list)"
         )
     minimum = tuple(int(part) for part in cuda_arch_min.split("."))
     for index, device in enumerate(devices):
