@@ -153,7 +153,8 @@ def cuda_megabuild(
     build = CondaBuildDouble(
         tmp_path_factory.mktemp("megabuild"),
         host_pythons,
-        {"cuda_compiler_version": "12.9", "blas_impl": "mkl"},
+        # and recipe/meta.yaml's script_env: the configuration's GPU architectures (test input)
+        {"cuda_compiler_version": "12.9", "blas_impl": "mkl", "MEGABUILD_CUDA_ARCH_LIST": "5.0;8.6;12.0+PTX"},
     )
     first, *others = sorted(host_pythons)
     check(build.run("libtorch-split", first))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from megabuild.conda_env import CondaBuild
-from megabuild.cuda_targets import CUDA_ARCH_LISTS, cuda_arch_list
+from megabuild.cuda_targets import ARCH_LIST_VARIABLE, cuda_arch_list
 from megabuild.environment import (
     build_type,
     max_jobs,
@@ -18,6 +18,7 @@ from megabuild.environment import (
 from megabuild.errors import MegabuildError
 from recipe_matrix import RECIPE_VERSION
 
+ARCH_LIST = "7.5;8.6;12.0+PTX"
 CONDA_SRC = "/usr/local/src/conda"  # where conda-forge's compiler flags map the work directory to
 # What conda-build (with conda-forge's compiler activation) exports, trimmed to what matters here.
 CONDA_FORGE_LDFLAGS = (
@@ -56,6 +57,8 @@ def conda_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str, s
         "CMAKE_ARGS": "-DCMAKE_AR=/b/bin/ar -DCMAKE_INSTALL_PREFIX=/p -DCMAKE_INSTALL_LIBDIR=lib "
         "-DCMAKE_BUILD_TYPE=Release -DCMAKE_PROGRAM_PATH=/b/bin;/p/bin",
         "CMAKE_GENERATOR": "Unix Makefiles",
+        # recipe/meta.yaml's script_env: the configuration's GPU architectures (a short list, test input)
+        ARCH_LIST_VARIABLE: ARCH_LIST,
     }
     env.update(extra)
     return env
@@ -119,41 +122,59 @@ def test_cuda_settings_and_cpu() -> None:
     assert cpu["BUILD_CUSTOM_PROTOBUF"] == "OFF"
 
 
-def test_cuda_arch_lists() -> None:
-    """conda-forge's 2.13.0 lists (pytorch-cpu-feedstock 74dd3d46 recipe/build.sh), per CUDA target."""
-    assert ";".join(cuda_arch_list("12.9", "x86_64-linux")) == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
-    assert cuda_arch_list("12.9.1", "sbsa-linux") == cuda_arch_list("12.9", "x86_64-linux")
-    assert ";".join(cuda_arch_list("13.0", "x86_64-linux")) == "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
-    assert ";".join(cuda_arch_list("13.0", "sbsa-linux")) == "7.5;8.0;8.6;8.7;9.0;10.0;11.0;12.0+PTX"
-    assert cuda_arch_list("12.9", "aarch64-linux") == ["8.7+PTX"]
-    with pytest.raises(MegabuildError, match=r"no GPU architecture list for CUDA 11\.8 on x86_64-linux"):
-        cuda_arch_list("11.8", "x86_64-linux")
-    # no tegra build from CUDA 13 on: conda-forge's CUDA 13 is SBSA on Jetson too
-    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on aarch64-linux: add one to CUDA_ARCH_LISTS"):
-        cuda_arch_list("13.0", "aarch64-linux")
+def test_the_arch_list_is_the_recipes_as_given() -> None:
+    """TORCH_CUDA_ARCH_LIST is MEGABUILD_CUDA_ARCH_LIST as recipe/meta.yaml's script_env sets it, untouched
+    (conda-forge's lists per configuration: tests/test_recipe_test_sections.py); CPU builds have none."""
+    assert environment_for(conda_environ())["TORCH_CUDA_ARCH_LIST"] == ARCH_LIST
+    assert cuda_arch_list({ARCH_LIST_VARIABLE: "8.7+PTX"}) == ["8.7+PTX"]
+    assert cuda_arch_list({ARCH_LIST_VARIABLE: " 5.0;10.0;12.0+PTX\n"}) == ["5.0", "10.0", "12.0+PTX"]
+    cpu = environment_for(conda_environ(cuda_compiler_version="None", **{ARCH_LIST_VARIABLE: ""}))
+    assert "TORCH_CUDA_ARCH_LIST" not in cpu
 
 
-def test_every_arch_list_has_ptx_exactly_for_its_newest_architecture() -> None:
-    """PTX of the newest lets future GPUs JIT; PTX of an older one would only add size."""
-    for (cuda, target), archs in CUDA_ARCH_LISTS.items():
-        ordered = cuda_arch_list(cuda, target)
-        assert [arch for arch in ordered if arch.endswith("+PTX")] == [ordered[-1]], (cuda, target)
-        assert sorted(ordered) == sorted(archs) and len(set(archs)) == len(archs), (cuda, target)
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (
+            None,
+            "MEGABUILD_CUDA_ARCH_LIST is empty or not set: no GPU architectures for CUDA 12.9 on linux-64",
+        ),
+        ("", "add its list to cuda_arch_list in recipe/meta.yaml"),
+        ("7.5,8.0,12.0+PTX", "'7.5,8.0,12.0+PTX' is not an architecture (X.Y or X.Y+PTX)"),
+        ("sm_75;12.0+PTX", "'sm_75' is not an architecture"),
+        ("7.5;;12.0+PTX", "'' is not an architecture"),
+        ("7.5;5.0;12.0+PTX", "not ordered oldest first"),
+        ("5.0;5.0;12.0+PTX", "not ordered oldest first"),
+        ("5.0;12.0", "only the newest architecture (12.0) must carry +PTX"),
+        ("5.0+PTX;12.0+PTX", "only the newest architecture"),
+    ],
+)
+def test_a_missing_or_bad_arch_list_stops_the_driver_in_one_line(value: str | None, problem: str) -> None:
+    """The recipe takes the list's first entry as __cuda_arch's bound: the driver refuses a list that bound
+    would misread, and a CUDA build without one, naming the variable, the problem and recipe/meta.yaml."""
+    env = conda_environ()
+    if value is None:
+        del env[ARCH_LIST_VARIABLE]
+    else:
+        env[ARCH_LIST_VARIABLE] = value
+    with pytest.raises(MegabuildError) as error:
+        environment_for(env)
+    message = str(error.value)
+    assert problem in message and "cuda_arch_list in recipe/meta.yaml" in message and "\n" not in message
 
 
-def test_the_arm_variant_picks_the_cuda_target_and_the_architectures() -> None:
-    """tegra (Jetson): targets/aarch64-linux and Orin's 8.7 alone; sbsa, or no key (the pinning's default)."""
-    tegra = environment_for(conda_environ(target_platform="linux-aarch64", arm_variant_type="tegra"))
+def test_the_arm_variant_picks_the_cuda_target() -> None:
+    """tegra (Jetson): targets/aarch64-linux; sbsa, or no key (the pinning's default): sbsa-linux."""
+    tegra = environment_for(
+        conda_environ(
+            target_platform="linux-aarch64", arm_variant_type="tegra", **{ARCH_LIST_VARIABLE: "8.7+PTX"}
+        )
+    )
     assert tegra["TORCH_CUDA_ARCH_LIST"] == "8.7+PTX"
     assert "-DCUDAToolkit_TARGET_DIR=/p/targets/aarch64-linux" in shlex.split(tegra["CMAKE_ARGS"])
     for variant in ({"arm_variant_type": "sbsa"}, {}):
         sbsa = environment_for(conda_environ(target_platform="linux-aarch64", **variant))
-        assert sbsa["TORCH_CUDA_ARCH_LIST"] == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
         assert "-DCUDAToolkit_TARGET_DIR=/p/targets/sbsa-linux" in shlex.split(sbsa["CMAKE_ARGS"])
-    new_sbsa = environment_for(
-        conda_environ(target_platform="linux-aarch64", cuda_compiler_version="13.0", arm_variant_type="sbsa")
-    )
-    assert "8.7" in new_sbsa["TORCH_CUDA_ARCH_LIST"].split(";")
     # the key means nothing off linux-aarch64
     x86 = environment_for(conda_environ(arm_variant_type="tegra"))
     assert "-DCUDAToolkit_TARGET_DIR=/p/targets/x86_64-linux" in shlex.split(x86["CMAKE_ARGS"])
@@ -161,12 +182,6 @@ def test_the_arm_variant_picks_the_cuda_target_and_the_architectures() -> None:
         MegabuildError, match=r"linux-aarch64 with arm_variant_type=jetson: add it to CUDA_TARGETS"
     ):
         environment_for(conda_environ(target_platform="linux-aarch64", arm_variant_type="jetson"))
-    with pytest.raises(MegabuildError, match=r"CUDA 13\.0 on aarch64-linux"):
-        environment_for(
-            conda_environ(
-                target_platform="linux-aarch64", cuda_compiler_version="13.0", arm_variant_type="tegra"
-            )
-        )
 
 
 def test_identical_for_every_output() -> None:

@@ -54,6 +54,8 @@ def windows_environ(pkg_name: str = "libtorch-split", **extra: str) -> dict[str,
         "cuda_compiler_version": "12.8",
         "blas_impl": "mkl",
         "CMAKE_GENERATOR": "Visual Studio 17 2022",
+        # recipe/meta.yaml's script_env: the configuration's GPU architectures (test input)
+        "MEGABUILD_CUDA_ARCH_LIST": "5.0;8.6;12.0+PTX",
     }
     env.update(extra)
     return env

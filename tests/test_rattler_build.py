@@ -329,6 +329,20 @@ def test_rattler_build_builds_a_cuda_configuration(
     assert set(cuda_build.passes["3 libtorch-cuda-linalg (magma)"]) == {"torch_cuda_linalg"}
     assert sum(cuda_build.passes["3 libtorch-cuda-linalg (nomagma)"].values()) == 0
     assert_the_recipes_tests_were_kept(cuda_build, CUDA)
+    # the driver built with the recipe's GPU architectures (script.env), which libtorch's activation exports
+    from conda_package_handling import api
+
+    (libtorch,) = [p for p in cuda_build.packages if p.name.rsplit("-", 2)[0] == "libtorch"]
+    api.extract(str(libtorch), str(tmp_path / "libtorch"))
+    activation = import_megabuild("activation")
+    script = (tmp_path / "libtorch" / activation.ACTIVATE).read_text()
+    rendered = rattler_render.render(V1_RECIPE, CUDA, ["3.12"])
+    (arch_list,) = {
+        o.recipe["build"]["script"]["env"]["MEGABUILD_CUDA_ARCH_LIST"]
+        for o in rendered
+        if o.name == "libtorch"
+    }
+    assert f"{activation.VARIABLE}={arch_list}" in script.replace('"', "").replace("'", "")
     meta, machine = real_build.metapackage_and_machine(CUDA)
     assert meta == "pytorch-gpu"
     installed = real_build.install_and_use(cuda_build, meta, tmp_path / "prefix", machine, "3.12")

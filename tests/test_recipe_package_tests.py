@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 import textwrap
@@ -220,3 +221,102 @@ def test_emulated_runs_take_only_the_cheap_selections_on_the_cpu(upstream_tree, 
     status = runner.main(["--emulated", "--budget-seconds=60", f"--source-dir={upstream_tree}"])
     assert status == 1
     assert "test/test_torch.py, test/test_linalg.py missing under" in capsys.readouterr().err
+
+
+# ---- check_cuda_arch_list.py: the build's list, torch's, the recipe's __cuda_arch bound and the GPUs -------
+
+LIST_13_0 = "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
+TORCH_13_0 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"]
+
+
+def test_arch_check_agrees_only_when_build_torch_and_recipe_agree(monkeypatch):
+    check = load("check_cuda_arch_list", monkeypatch)
+    assert check.torch_names(*check.parse_arch_list(LIST_13_0)) == TORCH_13_0
+    assert check.problems(LIST_13_0, TORCH_13_0, "7.5", []) == []
+    assert check.problems(LIST_13_0, list(reversed(TORCH_13_0)), "7.5", []) == []  # order is torch's own
+    (no_ptx,) = check.problems(LIST_13_0, TORCH_13_0[:-1], "7.5", [])
+    assert "torch.cuda.get_arch_list() is" in no_ptx and "compute_120" in no_ptx
+    (bound,) = check.problems(LIST_13_0, TORCH_13_0, "5.0", [])
+    assert "constrains __cuda_arch >=5.0, the oldest architecture of the build is 7.5" in bound
+    (unset,) = check.problems(None, TORCH_13_0, "7.5", [])
+    assert "CF_TORCH_CUDA_ARCH_LIST is not set" in unset
+    (bad,) = check.problems("7.5;sm_80", TORCH_13_0, "7.5", [])
+    assert "'sm_80'" in bad
+
+
+@pytest.mark.parametrize(
+    ("device", "arch_list", "covered"),
+    [
+        ((6, 1), "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", True),  # Pascal: sm_60's code
+        ((8, 9), LIST_13_0, True),  # Ada runs sm_86's code
+        ((12, 1), LIST_13_0, True),
+        ((13, 0), LIST_13_0, True),  # a newer GPU: the driver compiles compute_120
+        ((8, 7), "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", False),  # Orin: not dGPU code
+        ((8, 7), "8.7+PTX", True),
+        ((11, 0), "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", False),  # no major 11 in the 12.x lists
+        ((7, 0), LIST_13_0, False),
+    ],
+)
+def test_arch_check_covers_a_device_by_cuda_rules(monkeypatch, device, arch_list, covered):
+    check = load("check_cuda_arch_list", monkeypatch)
+    assert check.covers(device, *check.parse_arch_list(arch_list)) is covered
+
+
+def test_arch_check_names_a_gpu_below_the_bound_or_uncovered(monkeypatch):
+    check = load("check_cuda_arch_list", monkeypatch)
+    arch_list = "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    torch = check.torch_names(*check.parse_arch_list(arch_list))
+    below, uncovered = check.problems(arch_list, torch, "5.0", [(3, 7), (11, 0), (6, 1)])
+    assert "GPU 0 (3.7) is below __cuda_arch >=5.0" in below
+    assert f"GPU 1 (11.0) is not covered by {arch_list}" in uncovered
+
+
+def write_cuda_torch_double(root: Path, arch_list: list[str], devices: list[tuple[int, int]]) -> Path:
+    """A stand-in ``torch`` package (test double): torch.cuda's arch list, devices and an elementwise op."""
+    package = root / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        textwrap.dedent(
+            f"""\
+            # test double of torch for recipe/tests/check_cuda_arch_list.py
+            import types
+            _devices = {devices!r}
+            class _Tensor:
+                def __init__(self, values): self.values = values
+                def __mul__(self, k): return _Tensor([v * k for v in self.values])
+                def sum(self): return _Tensor([sum(self.values)])
+                def item(self): return float(self.values[0])
+            def ones(n, device=None): return _Tensor([1.0] * n)
+            cuda = types.SimpleNamespace(
+                is_available=lambda: bool(_devices),
+                device_count=lambda: len(_devices),
+                get_device_capability=lambda i: _devices[i],
+                get_arch_list=lambda: {arch_list!r},
+            )
+            """
+        )
+    )
+    return root
+
+
+@pytest.mark.parametrize(
+    ("environ", "devices", "status", "gpu"),
+    [
+        ({"CF_TORCH_CUDA_ARCH_LIST": LIST_13_0}, [], 0, "none: the build's lists are checked, no device"),
+        ({"CF_TORCH_CUDA_ARCH_LIST": LIST_13_0}, [(9, 0)], 0, True),
+        ({"CF_TORCH_CUDA_ARCH_LIST": LIST_13_0}, [(6, 1)], 1, True),
+        ({}, [], 1, "none: the build's lists are checked, no device"),
+    ],
+)
+def test_arch_check_runs_against_an_installed_torch(tmp_path, environ, devices, status, gpu):
+    root = write_cuda_torch_double(tmp_path, TORCH_13_0, devices)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "check_cuda_arch_list.py"), "--cuda-arch-min=7.5"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **environ},
+    )
+    assert result.returncode == status, result.stderr
+    report = json.loads(result.stdout)
+    assert report["gpu"] == gpu and report["devices"] == ["{}.{}".format(*d) for d in devices]

@@ -8,6 +8,7 @@ import re
 import pytest
 from recipe_matrix import CONFIGURATIONS, RECIPE, Configuration
 
+from feedstock_tools.common.recipe_imports import import_megabuild
 from tests.test_recipe_outputs import rendered
 
 configurations = pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.id)
@@ -57,6 +58,44 @@ def test_pytorch_checks_complex_dot_and_the_built_in_features(configuration: Con
         assert ("python tests/check_cuda_extension.py" in commands) == configuration.is_cuda
         for path in pytorch.test["files"]:
             assert (RECIPE / path).exists(), path
+
+
+@configurations
+def test_every_pass_gets_the_recipes_arch_list_and_the_gpu_code_outputs_bound_cuda_arch_by_its_oldest(
+    configuration: Configuration,
+) -> None:
+    """recipe/meta.yaml's one list per configuration: script_env hands the same MEGABUILD_CUDA_ARCH_LIST to
+    pass 1 and every scripted output (every CMake re-run reads it again), the driver accepts it, libtorch
+    and libtorch-cuda-linalg constrain __cuda_arch to its oldest entry, pytorch's arch check tests that very
+    bound, and nothing else carries it (pytorch and the metapackages reach it through libtorch)."""
+    recipe = rendered(configuration)
+    scripted = [recipe.top_level.build, *(o.build for o in recipe.outputs if o.script is not None)]
+    given = {
+        tuple(entry for entry in build.get("script_env", []) if entry.startswith("MEGABUILD_CUDA_ARCH_LIST="))
+        for build in scripted
+    }
+    assert len(given) == 1, given  # the same value in every pass
+    ((entry,),) = given
+    arch_list = entry.removeprefix("MEGABUILD_CUDA_ARCH_LIST=")
+    bounds = {
+        output.name: [spec for spec in output.requirements.run_constrained if spec.startswith("__cuda_arch")]
+        for output in recipe.outputs
+    }
+    commands = [c for o in outputs(configuration, "pytorch") for c in o.test["commands"]]
+    checks = [c for c in commands if c.startswith("python tests/check_cuda_arch_list.py")]
+    if not configuration.is_cuda:
+        assert arch_list == "" and not any(bounds.values()) and not checks
+        return
+    archs = import_megabuild("cuda_targets").cuda_arch_list({"MEGABUILD_CUDA_ARCH_LIST": arch_list})
+    oldest = archs[0].removesuffix("+PTX")
+    if configuration.cuda.startswith("13."):  # nvcc 13.0 compiles nothing below Turing (7.5)
+        assert tuple(map(int, oldest.split("."))) >= (7, 5), arch_list
+    if configuration.arm_variant == "tegra":  # Jetson Orin's own code alone
+        assert archs == ["8.7+PTX"]
+    carriers = {"libtorch", "libtorch-cuda-linalg"} if configuration.has_cuda_linalg else {"libtorch"}
+    assert {name for name, specs in bounds.items() if specs} == carriers
+    assert all(bounds[name] == [f"__cuda_arch >={oldest}"] for name in carriers)
+    assert set(checks) == {f"python tests/check_cuda_arch_list.py --cuda-arch-min={oldest}"}
 
 
 @configurations

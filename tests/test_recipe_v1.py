@@ -119,6 +119,7 @@ SMALL_META = """\
 {% set is_gpu = cuda_compiler_version != "None" %}
 {#- GPU builds first #}
 {% set number = build + (100 if is_gpu else 0) %}
+{% set archs = "7.5;12.0+PTX" if is_gpu else "" %}
 {#- host names, written once #}
 {% set host = ["zlib"] %}
 {% if linux %}
@@ -147,6 +148,7 @@ build:
   skip: true  # [osx]
   script_env:
     - MAX_JOBS
+    - DEMO_ARCHS={{ archs }}
 
 requirements:
   host:
@@ -209,6 +211,7 @@ context:
   # (is_gpu: written out where it is used, as cuda_compiler_version != "None")
   # GPU builds first
   number: ${{ build + (100 if cuda_compiler_version != "None" else 0) }}
+  archs: ${{ "7.5;12.0+PTX" if cuda_compiler_version != "None" else "" }}
 
 recipe:
   name: demo-split
@@ -248,6 +251,7 @@ outputs:
           PKG_VERSION: ${{ version }}
           # (script_env: v1 passes no variable through by name; empty is unset to the driver)
           MAX_JOBS: ${{ env.get("MAX_JOBS", default="") }}
+          DEMO_ARCHS: ${{ archs }}
     requirements:
       host:
         # host names, written once
@@ -329,6 +333,9 @@ def test_the_small_conversion_is_a_recipe_the_real_rattler_build_renders(tmp_pat
     assert rendered["requirements"]["host"] == ["zlib", "libgomp", "cuda-version 12.9.*"]
     assert rendered["build"]["number"] == 100 and outputs["libdemo"].build_string.startswith("gpu_h")
     assert rendered["requirements"]["run"][1] == "demo-data 1.2.3.*"
+    # script_env's NAME=value: the recipe's own value (pass 1, the staging output, carries it)
+    stage = outputs["libdemo"].recipe["staging_caches"][0]
+    assert stage["build"]["script"]["env"]["DEMO_ARCHS"] == "7.5;12.0+PTX"
 
 
 @pytest.mark.parametrize(
@@ -391,6 +398,7 @@ def test_conda_short_version_forms_become_explicit(spec: str, v1: str) -> None:
         ("py < 311", "(python | version_to_buildstring | int) < 311"),
         ("pin_subpackage('a', max_pin='x.x')", 'pin_subpackage("a", upper_bound="x.x")'),
         ('"v" ~ version.replace(".rc", "-rc")', '"v" ~ (version | replace(".rc", "-rc"))'),
+        ('archs.split(";") | first', 'archs | split(";") | first'),
         ("not megabuild or (a != 1 and osx)", "not megabuild or (a != 1 and osx)"),
         ("(x if t else y) + 1", "(x if t else y) + 1"),
     ],

@@ -43,6 +43,24 @@ def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
     assert not next(step for step in steps if step.name == "pytorch-gpu").has_script
 
 
+def test_every_step_gets_the_recipes_script_env_as_conda_build_passes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NAME=value entries set NAME (the recipe's GPU architectures, the same for every step); a plain name
+    passes the caller's value through and is absent when the caller has none (conda/script_env.py)."""
+    config = _first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml")
+    rehearsal = Rehearsal(config, work_root=tmp_path, progress=lambda _: None)
+    monkeypatch.setenv("MAX_JOBS", "3")
+    monkeypatch.delenv("DEBUG", raising=False)
+    scripted = [step for step in rehearsal.steps if step.has_script]
+    environments = [rehearsal.environment(step) for step in scripted]
+    arch_lists = {env["MEGABUILD_CUDA_ARCH_LIST"] for env in environments}
+    (entry,) = {e for step in scripted for e in step.script_env if e.startswith("MEGABUILD_CUDA_ARCH_LIST=")}
+    assert arch_lists == {entry.partition("=")[2]} and entry.partition("=")[2]
+    assert all(env["MAX_JOBS"] == "3" and "DEBUG" not in env for env in environments)
+    assert len(scripted) > 3 and all("MAX_JOBS" in step.script_env for step in scripted)
+
+
 def _step(name: str, python: str, magma: str = "") -> Step:
     variant = {"magma_variant": magma} if magma else {}
     return Step(name, RECIPE_VERSION, 0, "", variant, True, python)

@@ -199,6 +199,21 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
         lambda ch: change(ch, on_windows("libtorch", "pytorch"), drop("__cuda")),
         "pytorch-gpu", "win-64", "found one",
     ),
+    # CEP 46's __cuda_arch: without the CUDA 13.0 builds' bound a Pascal GPU gets code it cannot run
+    "CUDA 13.0 builds without their __cuda_arch bound": (
+        lambda ch: change(ch, builds("cuda130"), drop("__cuda_arch", "constrains")),
+        "pytorch-gpu", "linux-64 cuda13.0 pascal6.1", "flavour cuda130",
+    ),
+    # ... and without any bound a GPU no build supports gets a CUDA build, not "no solution"
+    "no CUDA build bounds __cuda_arch": (
+        lambda ch: change(ch, builds("cuda"), drop("__cuda_arch", "constrains")),
+        "pytorch-gpu", "linux-64 cuda12.9 kepler3.7", "found one",
+    ),
+    "the Windows CUDA 13.0 build without its __cuda_arch bound": (
+        lambda ch: change(ch, lambda r: r["subdir"] == "win-64" and r["build"].startswith("cuda130"),
+                          drop("__cuda_arch", "constrains")),
+        "pytorch-gpu", "win-64 cuda13.0 pascal6.1", "flavour cuda130",
+    ),
     "libtorch needs Python": (
         lambda ch: change(ch, named("libtorch", "cpu"), needs("python")),
         "libtorch", "linux-64", "python py",
@@ -382,3 +397,39 @@ def test_every_target_specific_build_requirement_has_its_run_exports_in_the_data
     for (subdir, name, _), entry in records.items():
         if name in ("libtorch", "pytorch"):
             assert any(s.startswith(runtime[subdir]) for s in entry["depends"]), (subdir, name)
+
+
+# ---- __cuda_arch (CEP 46): the recipe's constraint, removed from a scratch copy --------------------------
+
+
+def without_cuda_arch_constraint(tmp_path: Path) -> Path:
+    """A scratch recipe copy whose outputs no longer constrain __cuda_arch."""
+    recipe = tmp_path / "recipe"
+    shutil.copytree(REPO_ROOT / "recipe", recipe)
+    meta = recipe / "meta.yaml"
+    lines = meta.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.lstrip().startswith("- __cuda_arch ")]
+    assert len(lines) - len(kept) == 2, "libtorch's and libtorch-cuda-linalg's __cuda_arch lines moved"
+    meta.write_text("".join(kept))
+    return recipe
+
+
+def linux_64_cuda_channel(recipe: Path, tmp_path: Path) -> Channel:
+    """The channel of the two linux-64 MKL CUDA configurations (12.9 and 13.0), rendered from ``recipe``."""
+    configs = tmp_path / "ci_support"
+    configs.mkdir(parents=True)
+    for config in (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_version1*.yaml"):
+        shutil.copy(config, configs)
+    assert len(list(configs.iterdir())) == 2
+    return build_channel(REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None)
+
+
+def test_without_the_recipes_cuda_arch_bound_a_pascal_gpu_gets_the_cuda_13_build(tmp_path: Path) -> None:
+    """The issue's row: Pascal (6.1) on a CUDA 13 driver gets CUDA 12.9, because the recipe says so."""
+    request, machine = "pytorch-gpu", "linux-64 cuda13.0 pascal6.1"
+    fixed = linux_64_cuda_channel(REPO_ROOT / "recipe", tmp_path / "fixed")
+    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine).judged() == (True, "")
+    broken = linux_64_cuda_channel(without_cuda_arch_constraint(tmp_path), tmp_path / "broken")
+    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine).judged()
+    assert not ok
+    assert "flavour cuda130 (expected cuda129)" in why

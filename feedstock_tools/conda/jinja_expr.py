@@ -7,8 +7,9 @@ minijinja, the same expression language less Python's string methods. What diffe
 * names conda-build sets that rattler-build spells otherwise: ``PKG_HASH`` is ``hash``, ``CONDA_PY`` is
   ``python | version_to_buildstring``, the selector name ``py`` (an int, ``py == 312``) is that as an int;
 * ``pin_subpackage``/``pin_compatible``'s ``max_pin``/``min_pin`` are ``upper_bound``/``lower_bound``;
-* ``text.replace(a, b)`` (a Python method, which minijinja refuses: "string has no method named replace",
-  py-rattler-build 0.73.0, measured) is the ``replace`` filter, which both have.
+* ``text.replace(a, b)`` and ``text.split(sep)`` (Python methods, which minijinja refuses: "string has no
+  method named replace", py-rattler-build 0.73.0, measured) are the ``replace`` and ``split`` filters
+  (minijinja has both, measured; Jinja2 has no ``split`` filter, so meta.yaml says the method).
 
 :func:`unparse` writes a node back; an expression the table leaves alone keeps its own text.
 """
@@ -31,7 +32,7 @@ V0_NAMES = {
 }
 PIN_KEYWORDS = {"max_pin": "upper_bound", "min_pin": "lower_bound"}
 PIN_FUNCTIONS = ("pin_subpackage", "pin_compatible")
-METHODS_AS_FILTERS = ("replace",)
+METHODS_AS_FILTERS = ("replace", "split")
 
 # Jinja's grammar, loosest first (jinja2/parser.py: parse_condexpr, parse_or, ... parse_unary, postfix)
 _PRECEDENCE: dict[type, int] = {

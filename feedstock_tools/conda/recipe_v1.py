@@ -15,9 +15,10 @@ YAML read into a tree whose entries carry their conditions and comments and writ
 
 The structure is conda-build's mapped to rattler-build's, one table: the top-level build is pass 1, the
 ``staging`` output (CEP 41) every scripted output inherits; ``script: build.sh`` is a script that runs
-recipe/'s build.sh; ``script_env`` is ``script.env``; ``force_use_keys`` is ``variant.use_keys``; ``test``
-is a ``python`` test (imports) and a script test whose files come from recipe/ as path sources (rattler-build
-copies a test's ``files.recipe`` from its own directory only); and the renamed keys of ``_BUILD_KEYS``.
+recipe/'s build.sh; ``script_env`` is ``script.env`` (a name: the caller's value; ``NAME=value``: that
+value); ``force_use_keys`` is ``variant.use_keys``; ``test`` is a ``python`` test (imports) and a script
+test whose files come from recipe/ as path sources (rattler-build copies a test's ``files.recipe`` from its
+own directory only); and the renamed keys of ``_BUILD_KEYS``.
 Anything else in meta.yaml stops the conversion with the line and what to do, rather than be guessed.
 """
 
@@ -312,19 +313,23 @@ class Converter:
             "the driver and its scripts are recipe/'s, shared with meta.yaml: run there, as from there"
         )
         env_entries = [Entry(k, _scalar(v)) for k, v in extra_env]
-        names = self.seq(env).entries if env is not None else []  # type: ignore[union-attr]
-        for index, item in enumerate(names):
+        items = self.seq(env).entries if env is not None else []  # type: ignore[union-attr]
+        passed_through = False
+        for item in items:
             if item.cond:
                 raise self.error(env, "script_env under a condition; v1's env is one mapping")
-            name = item.value.text
-            note = (
-                ()
-                if index
-                else _generated(
-                    "(script_env: v1 passes no variable through by name; empty is unset to the driver)"
-                )
-            )
-            value = _scalar(f'${{{{ env.get("{name}", default="") }}}}')
+            name, is_set, text = item.value.text.partition("=")
+            note: tuple[Comment, ...] = ()
+            if is_set:
+                # NAME=value: conda-build sets NAME to value (26.7.1 build.py:1785-1789, environ.py:535-537)
+                value = _scalar(text)
+            else:
+                value = _scalar(f'${{{{ env.get("{name}", default="") }}}}')
+                if not passed_through:
+                    note = _generated(
+                        "(script_env: v1 passes no variable through by name; empty is unset to the driver)"
+                    )
+                passed_through = True
             env_entries.append(Entry(name, value, comments=(*item.comments, *note)))
         env_node = Node("map", env_entries) if env_entries else None
         return _map([("content", Node("seq", content)), ("env", env_node)])

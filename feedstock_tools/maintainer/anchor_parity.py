@@ -4,8 +4,9 @@ The table is data (``anchor_parity.yaml``): per setting of pytorch-cpu-feedstock
 ``bld.bat`` and ``meta.yaml``, the anchor's value with its source line or commit, the platform families it
 applies to, this feedstock's value and the decision (same / different / not needed / fixed now). This module
 computes this feedstock's actual value for each family: the driver's environment
-(``megabuild.environment.upstream_environment`` on a conda-build environment of that family) and the rendered
-recipe (:func:`feedstock_tools.conda.recipe_render.render_recipe` of the family's ``.ci_support`` file).
+(``megabuild.environment.upstream_environment`` on a conda-build environment of that family, the recipe's
+script_env included) and the rendered recipe (:func:`feedstock_tools.conda.recipe_render.render_recipe` of
+the family's ``.ci_support`` file).
 The command fails where they disagree with the table, where a row's decision contradicts its own values
 (:func:`contradictions`) and where the document is stale; ``--write`` renders ``docs/anchor-parity.md``.
 A requirement row's "ours" in the document is the rendered recipe's spec, so a version a release bump
@@ -31,6 +32,7 @@ from feedstock_tools.common.configuration import NO_CUDA, Configuration, read_co
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.recipe_render import RenderedOutput, render_recipe
+from feedstock_tools.conda.script_env import script_environment
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
 TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a feedstock root
@@ -203,10 +205,13 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
     path = config_path(family, ci_support)
     config = _configuration(path)
     target = config.target_platform
-    caller = conda_environ(family, config, table.caller[config.platform], root)
+    rendered = _render(root / "recipe", path, _build_platform(target, root))
+    # the recipe's own values for pass 1's script (its GPU architectures), as conda-build passes them
+    script_env = (rendered.top_level.build if rendered.top_level else {}).get("script_env") or ()
+    caller_values = {**table.caller[config.platform], **script_environment(script_env, {})}
+    caller = conda_environ(family, config, caller_values, root)
     build = conda_env.CondaBuild.from_environ(caller)
     env, _ = environment.upstream_environment(build, caller)
-    rendered = _render(root / "recipe", path, _build_platform(target, root))
     memory = family.memory_gib * 1024**3
     return Actual(
         env=env,

@@ -7,7 +7,8 @@ REAL rattler-build (py-rattler-build, :mod:`feedstock_tools.conda.rattler_render
 project's conda-build emulation (:mod:`feedstock_tools.conda.recipe_render`) — and names every difference
 in an output's name,
 version, build number, build string (the hash aside: the two builders hash different inputs), requirements,
-run-exports, run constraints and tests, and in the release tarball's url, sha256 and patches. Exit status
+run-exports, run constraints, the script's environment from the recipe (script_env: the GPU architecture
+list the driver builds with) and tests, and in the release tarball's url, sha256 and patches. Exit status
 1 on any difference (``check`` runs it).
 
 Normalisation, each forced by the formats (docs/rattler-build.md lists them):
@@ -16,6 +17,9 @@ Normalisation, each forced by the formats (docs/rattler-build.md lists them):
   name: conda-build writes the pin into the rendered spec, rattler-build applies it when it resolves;
 * ``pin_subpackage`` is rendered by conda-build, kept as a call by rattler-build's stage 1: it is compared
   as the spec conda-build renders (``exact``: ``name version build``; ``upper_bound x.x``: ``>=v,<next``);
+* script environment: a variable with an empty value is left out on both sides (rattler-build 0.73.0 drops
+  an empty ``script.env`` entry, measured; conda-build sets it empty; the driver reads both alike); a name
+  meta.yaml passes through takes this process's value, as rattler-build's ``env.get`` does at render;
 * test scripts: rattler-build renders their ``${{ ... }}`` when it runs them, so they are rendered here with
   Jinja over the output's context and variant; a v1 ``python: imports`` test is compared with meta.yaml's
   ``imports``; meta.yaml names a test's recipe files in ``files`` and its source files in ``source_files``,
@@ -31,6 +35,7 @@ patches are recipe/'s, reached as ``../recipe/...``.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +48,7 @@ from feedstock_tools.common.config_selector import configuration_files
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import rattler_render, recipe_render, recipe_v1
+from feedstock_tools.conda.script_env import script_environment
 
 # the v1 recipe's directory, beside recipe/ (conda-forge.yml's recipe_dir once the feedstock switches)
 V1_DIRNAME = recipe_v1.V1_DIRNAME
@@ -178,6 +184,18 @@ def _v1_run_exports(recipe: Mapping[str, Any], siblings: Mapping[str, tuple[str,
     return [_v1_spec(item, siblings) for item in items]
 
 
+def _meta_script_env(build: Mapping[str, Any]) -> dict[str, str]:
+    """What meta.yaml's script_env gives the script, as conda-build passes it (the caller: this process)."""
+    given = script_environment(build.get("script_env") or (), os.environ)
+    return {name: value for name, value in given.items() if value}
+
+
+def _v1_script_env(recipe: Mapping[str, Any]) -> dict[str, str]:
+    script = recipe.get("build", {}).get("script")
+    env = script.get("env", {}) if isinstance(script, dict) else {}
+    return {str(name): str(value) for name, value in env.items() if value}
+
+
 def _tarball(sources: Any) -> Mapping[str, Any]:
     """The source entry with a ``url`` (the release tarball), or an empty mapping."""
     entries = sources if isinstance(sources, list) else [sources or {}]
@@ -255,6 +273,7 @@ def compare_config(
                 _specs(requirements.get("run_constraints", []), variant, siblings),
             ),
             "run_exports": (list(m.run_exports), _v1_run_exports(r.recipe, siblings)),
+            "script env": (_meta_script_env(m.build), _v1_script_env(r.recipe)),
             "build string": (mask_hash(m.build_string), mask_hash(r.build_string)),
         }
         meta_tests, v1_tests = _meta_tests(m.test, variant, siblings), _v1_tests(r.recipe, variant, siblings)

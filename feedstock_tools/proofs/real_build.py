@@ -71,6 +71,7 @@ TESTS_THAT_NEED_REAL_PYTORCH: dict[str, tuple[tuple[str, str], ...]] = {
         ("check_torch_config.py", "torch.__config__.show() (the build's BLAS_INFO) is not modelled"),
         ("check_build_features.py", "complex BLAS dots and torch.backends are real PyTorch"),
         ("check_cuda_extension.py", "torch.utils.cpp_extension builds a CUDA kernel"),
+        ("check_cuda_arch_list.py", "torch.cuda.get_arch_list() and the GPUs' kernels are real PyTorch"),
         ("cmake_test_build", "recipe/cmake_test computes with tensors and autograd (ATen's API)"),
         ("run_upstream_tests.py", "upstream's own test suite"),
     ),

@@ -4,11 +4,20 @@ Both depend on the machine the packages are for, not only on ``target_platform``
 come in two kinds, conda-forge's ``arm_variant_type`` (global pinning and its ``arm_variant_type.yaml``
 migration): ``sbsa`` for servers (Grace, Ampere Altra, ...) and ``tegra`` for NVIDIA Jetson. NVIDIA's
 toolchain treats the two as separate targets whose device code is not interchangeable, and conda-forge's
-CUDA packages install them under different directories. Everything here is data, read by
+CUDA packages install them under different directories. The toolkit directories are data here, read by
 :mod:`megabuild.environment`; a new combination is one new row.
+
+The GPU architectures are the recipe's: ``recipe/meta.yaml`` holds each configuration's list
+(``cuda_arch_list``), constrains ``__cuda_arch`` (CEP 46) to its first entry and hands it to every pass
+through ``script_env`` as ``MEGABUILD_CUDA_ARCH_LIST`` (recipe-v1: ``script.env``). The driver builds with
+that value and refuses one the recipe's bound would misread: not oldest first, or ``+PTX`` anywhere but on
+the newest entry (docs/recipe.md, "Which GPUs a CUDA build runs on").
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
 
 from megabuild.conda_env import CondaBuild
 from megabuild.errors import MegabuildError
@@ -19,35 +28,17 @@ DEFAULT_ARM_VARIANT = "sbsa"
 
 # $PREFIX/targets/<name> of conda-forge's CUDA packages (NVIDIA's target names), per (target_platform, arm
 # variant). Tegra's is aarch64-linux: pytorch-cpu-feedstock 74dd3d46 recipe/build.sh sets CUDA_TARGET to it
-# when arm_variant_type is tegra, else sbsa-linux on linux-aarch64.
+# when arm_variant_type is tegra, else sbsa-linux on linux-aarch64. (Windows has no targets/ directory: the
+# toolkit is in %LIBRARY_PREFIX%, megabuild/windows.py.)
 CUDA_TARGETS: dict[tuple[str, str | None], str] = {
     ("linux-64", None): "x86_64-linux",
     ("linux-aarch64", "sbsa"): "sbsa-linux",
     ("linux-aarch64", "tegra"): "aarch64-linux",
-    # no targets/ directory on Windows (the toolkit is in %LIBRARY_PREFIX%, megabuild/windows.py): this name
-    # only keys CUDA_ARCH_LISTS
-    ("win-64", None): "windows",
 }
 
-# TORCH_CUDA_ARCH_LIST per (CUDA major.minor, CUDA target), as conda-forge's 2.13.0 build.sh (74dd3d46)
-# chooses them: every architecture its CUDA packages support, PTX for the newest so future GPUs can JIT.
-# CUDA 13 dropped Maxwell, Pascal and Volta (5.x-7.0). Tegra: the Jetson Orin family alone, compute
-# capability 8.7 (NVIDIA's "CUDA GPU Compute Capability" table: Jetson AGX Orin, Orin NX, Orin Nano), with
-# PTX; conda-forge builds tegra for CUDA 12.9 only, since from CUDA 13 / JetPack 7 Jetson is SBSA (its
-# "How to build for ARM Tegra devices"), so CUDA 13.0 sbsa adds 8.7 to cover Orin (74dd3d46's 4518b3a9).
-# CUDA 12.9 sbsa has no 8.7: a Jetson on CUDA 12 cannot run sbsa builds at all.
-_SERVER_12_9 = ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0+PTX")
-CUDA_ARCH_LISTS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("12.9", "x86_64-linux"): _SERVER_12_9,
-    ("12.9", "sbsa-linux"): _SERVER_12_9,
-    ("12.9", "aarch64-linux"): ("8.7+PTX",),
-    # 12.8: conda-forge keeps win-64 there; its 2.13.0 bld.bat gives every 12.x the server list (CUDA 12.8 is
-    # the first with sm_100/sm_120)
-    ("12.8", "windows"): _SERVER_12_9,
-    ("13.0", "x86_64-linux"): ("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0+PTX"),
-    ("13.0", "sbsa-linux"): ("7.5", "8.0", "8.6", "8.7", "9.0", "10.0", "11.0", "12.0+PTX"),
-    ("13.0", "windows"): ("7.5", "8.0", "8.6", "9.0", "10.0", "11.0", "12.0+PTX"),
-}
+# the recipe's GPU architectures of the configuration, in TORCH_CUDA_ARCH_LIST's spelling (its script_env)
+ARCH_LIST_VARIABLE = "MEGABUILD_CUDA_ARCH_LIST"
+_ARCH = re.compile(r"(?P<major>[0-9]+)\.(?P<minor>[0-9])(?P<ptx>\+PTX)?")
 
 _HERE = "recipe/megabuild/cuda_targets.py"
 
@@ -69,12 +60,44 @@ def cuda_target(build: CondaBuild) -> str:
     return target
 
 
-def cuda_arch_list(cuda: str, target: str) -> list[str]:
-    """The TORCH_CUDA_ARCH_LIST entries for CUDA ``cuda`` (``12.9``, ``12.9.1``) on CUDA target ``target``."""
-    major_minor = ".".join(cuda.split(".")[:2])
-    archs = CUDA_ARCH_LISTS.get((major_minor, target))
-    if archs is None:
-        raise MegabuildError(
-            f"no GPU architecture list for CUDA {cuda} on {target}: add one to CUDA_ARCH_LISTS in {_HERE}"
+def _arch_key(arch: str) -> tuple[int, int]:
+    match = _ARCH.fullmatch(arch)
+    assert match is not None  # checked by cuda_arch_list
+    return int(match["major"]), int(match["minor"])
+
+
+def cuda_arch_list(caller: Mapping[str, str]) -> list[str]:
+    """The GPU architectures to build for, oldest first: ``MEGABUILD_CUDA_ARCH_LIST`` of the caller's
+    environment (``7.5;8.0;12.0+PTX``), which recipe/meta.yaml's script_env sets; a MegabuildError naming the
+    problem and the fix when it is missing or breaks a rule the recipe's __cuda_arch bound relies on."""
+    text = caller.get(ARCH_LIST_VARIABLE, "").strip()
+    fix = "fix cuda_arch_list in recipe/meta.yaml (its script_env passes it to every pass)"
+    if not text:
+        configuration = (
+            f"CUDA {caller.get('cuda_compiler_version', '?')} on {caller.get('target_platform', '?')}"
+            + (f" {caller['arm_variant_type']}" if caller.get("arm_variant_type") else "")
         )
-    return sorted(archs, key=lambda arch: tuple(int(p) for p in arch.removesuffix("+PTX").split(".")))
+        raise MegabuildError(
+            f"{ARCH_LIST_VARIABLE} is empty or not set: no GPU architectures for {configuration}; add its "
+            "list to cuda_arch_list in recipe/meta.yaml and build with conda-build or rattler-build, which "
+            "pass it (script_env)"
+        )
+    archs = text.split(";")
+    bad = [arch for arch in archs if not _ARCH.fullmatch(arch)]
+    if bad:
+        raise MegabuildError(
+            f"{ARCH_LIST_VARIABLE}={text}: {bad[0]!r} is not an architecture (X.Y or X.Y+PTX); {fix}"
+        )
+    keys = [_arch_key(arch) for arch in archs]
+    if keys != sorted(set(keys)):
+        raise MegabuildError(
+            f"{ARCH_LIST_VARIABLE}={text}: not ordered oldest first without repeats (the recipe takes the "
+            f"first entry as the oldest for __cuda_arch); {fix}"
+        )
+    if [arch for arch in archs if arch.endswith("+PTX")] != [archs[-1]]:
+        raise MegabuildError(
+            f"{ARCH_LIST_VARIABLE}={text}: only the newest architecture "
+            f"({archs[-1].removesuffix('+PTX')}) must carry +PTX: newer GPUs run it by JIT, which is why "
+            f"__cuda_arch has no upper bound; {fix}"
+        )
+    return archs

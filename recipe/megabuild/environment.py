@@ -22,7 +22,7 @@ from pathlib import Path
 
 from megabuild import windows
 from megabuild.conda_env import CondaBuild
-from megabuild.cuda_targets import cuda_arch_list, cuda_target
+from megabuild.cuda_targets import ARCH_LIST_VARIABLE, cuda_arch_list, cuda_target
 from megabuild.errors import MegabuildError
 
 # Environment variables a CMake (re)configure of PyTorch reads (pytorch-build-facts.md §3.2): by prefix
@@ -176,10 +176,10 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
     if cuda:
         put(
             "TORCH_CUDA_ARCH_LIST",
-            ";".join(cuda_arch_list(cuda, cuda_target(build))),
-            "GPU architectures per CUDA version and CUDA target (megabuild/cuda_targets.py; tegra: Jetson "
-            "Orin only); CMake reads this variable from the environment on every configure, shadowing the "
-            "cache",
+            ";".join(cuda_arch_list(caller)),
+            f"the recipe's GPU architectures of this configuration ({ARCH_LIST_VARIABLE}, from meta.yaml's "
+            "cuda_arch_list, whose oldest entry is its __cuda_arch bound; tegra: Jetson Orin only); CMake "
+            "reads this variable from the environment on every configure, shadowing the cache",
         )
         if not build.windows:  # Windows: no NCCL at all (windows.settings)
             put("USE_SYSTEM_NCCL", "ON", "nccl from conda-forge; also avoids the NCCL submodule checkout")

@@ -29,6 +29,7 @@ from feedstock_tools.common.configuration import Configuration, read_configurati
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.common.run_lock import RunLock
+from feedstock_tools.conda.script_env import script_environment
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes, relocation, standins
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.activation import (
@@ -50,11 +51,9 @@ DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
 _atomic_file = import_megabuild("atomic_file")
 # conda-build gives a build script a fresh environment: its own variables plus a few inherited ones
-# (conda-build's docs, "Environment variables"), and whatever the recipe's build/script_env lists. The
-# caller's debugging knobs the driver honours are passed through the same way.
+# (conda-build's docs, "Environment variables"), and what the recipe's build/script_env gives it.
 INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "MAKEFLAGS",
              "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")  # fmt: skip
-CALLER_KNOBS = ("DEBUG", "REL_WITH_DEB_INFO", "MAX_JOBS", "MEGABUILD_VERBOSE", "MEGABUILD_STRICT")
 # The build tools conda would install into BUILD_PREFIX; the rehearsal finds them on the caller's PATH.
 BUILD_TOOLS = ("cmake", "ninja", "gcc", "g++", "ar", "readelf", "patchelf")
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -298,7 +297,8 @@ class Rehearsal:
     def environment(self, step: Step) -> dict[str, str]:
         """What conda-build exports to a build script (conda_build/environ.py 350-385 ``get_dict``, the
         functions it calls cited per line below), with the compiler packages' activation."""
-        env = {key: os.environ[key] for key in (*INHERITED, *CALLER_KNOBS) if key in os.environ}
+        env = {key: os.environ[key] for key in INHERITED if key in os.environ}
+        env.update(script_environment(step.script_env, os.environ))
         build_subdir = self.target.build_subdir
         target_subdir = self.target.subdir
         py = step.python

@@ -38,6 +38,8 @@ class Step:
     ignore_run_exports_from: Sequence[str] = field(default_factory=tuple)
     ignore_run_exports: Sequence[str] = field(default_factory=tuple)
     missing_dso_whitelist: Sequence[str] = field(default_factory=tuple)
+    # build/script_env as rendered: a name (the caller's value passes through) or NAME=value
+    script_env: Sequence[str] = field(default_factory=tuple)
 
     @property
     def label(self) -> str:
@@ -104,6 +106,7 @@ def plan_steps(config: Configuration, recipe_dir: Path) -> list[Step]:
             python=_host_python(top.requirements.host, base["python"]) or pass1,
             host=tuple(top.requirements.host),
             build=tuple(top.requirements.build),
+            script_env=tuple(top.build.get("script_env") or ()),
         )
     ]
     for output in rendered.outputs:
@@ -123,6 +126,7 @@ def plan_steps(config: Configuration, recipe_dir: Path) -> list[Step]:
                 ignore_run_exports_from=_names(output.build.get("ignore_run_exports_from")),
                 ignore_run_exports=_names(output.build.get("ignore_run_exports")),
                 missing_dso_whitelist=tuple(output.build.get("missing_dso_whitelist") or ()),
+                script_env=tuple(output.build.get("script_env") or ()),
             )
         )
     return steps
