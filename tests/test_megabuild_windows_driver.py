@@ -28,7 +28,7 @@ from recipe_matrix import RECIPE_VERSION
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipe"
 WINE = shutil.which("wine") or shutil.which("wine64") or "/usr/lib/wine/wine64"
-MINGW_CC = shutil.which("x86_64-w64-mingw32-gcc")
+MINGW_CC = shutil.which("x86_64-w64-mingw32-gcc-posix")
 needs_wine = pytest.mark.skipif(
     not Path(WINE).exists() or MINGW_CC is None,
     reason="needs Wine's cmd and MinGW-w64 (apt-get install wine64 g++-mingw-w64-x86-64-posix)",

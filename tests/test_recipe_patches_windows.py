@@ -1,7 +1,7 @@
 """The Windows patches 0020-0024: where meta.yaml applies them, what 0020 and 0022 do when CMake runs them.
 
 That they apply strictly to 2.13.0's lines is test_recipe_patches.py's check (tests/patch_fixtures). Here
-0020's install rules run in a real MinGW-w64 cross build (x86_64-w64-mingw32-gcc writes PE DLLs and import
+0020's install rules run in a real MinGW-w64 cross build (x86_64-w64-mingw32-gcc-posix writes PE DLLs and import
 libraries, which CMake classifies as it does MSVC's: RUNTIME and ARCHIVE artifacts).
 """
 
@@ -18,7 +18,7 @@ import pytest
 from test_recipe_patches import CPU_WHEEL, PATCHES, RECIPE, patch_id, preimage_tree
 
 WINDOWS_PATCHES = [p for p in PATCHES if 20 <= int(patch_id(p)) <= 29]
-MINGW_CC = "x86_64-w64-mingw32-gcc"
+MINGW_CC = "x86_64-w64-mingw32-gcc-posix"
 
 
 def patched_tree(root: Path, number: str) -> Path:
@@ -66,7 +66,9 @@ def test_0020_installs_dlls_to_bin_and_import_libraries_to_lib(tmp_path: Path):
     """c10's install rule of 2.13.0 and the patched one, in a Windows cross build: upstream's puts the DLL
     into lib/ beside its import library (the wheel's torch/lib), the patched one into bin/ (Library/bin)."""
     if shutil.which(MINGW_CC) is None:
-        pytest.fail(f"{MINGW_CC} is missing: apt-get install gcc-mingw-w64-x86-64 (.ci/run installs it)")
+        pytest.fail(
+            f"{MINGW_CC} is missing: apt-get install gcc-mingw-w64-x86-64-posix (.ci/run installs it)"
+        )
     preimage_tree(tmp_path / "pre")
     pre = (tmp_path / "pre" / "c10/CMakeLists.txt").read_text()
     post = (patched_tree(tmp_path / "post", "0020") / "c10/CMakeLists.txt").read_text()

@@ -109,7 +109,16 @@ def test_missing_debian_packages_are_installed_after_an_update(checkout: Path, t
     assert calls == [
         *(["dpkg-query", "-W", "-f=${Status}", package] for package in packages),
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "graphviz", "patchelf"],
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "graphviz",
+            "patchelf",
+            "-o",
+            "Dpkg::Options::=--force-unsafe-io",
+        ],
     ]
     assert "run-tests: Debian packages: installing graphviz patchelf (apt-get update first)" in result.stdout
     assert "run-tests: Python packages: requirements-dev.txt satisfied" in result.stdout
