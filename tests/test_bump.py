@@ -32,6 +32,7 @@ from bump_fixtures import (
 from rehearsal_outcome import assert_rehearsal_succeeded
 
 from feedstock_tools.__main__ import main
+from feedstock_tools.common import user_cache
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import recipe_v1
@@ -471,13 +472,13 @@ def test_the_worked_copy_rehearses_strict_at_ratio_one(
     """The bumped recipe picks the 2.15-shaped stand-in by itself (scikit-build-core in its host), skips the
     Pythons below the release's floor, and every pass compiles only its own targets."""
     from feedstock_tools.proofs.rehearsal import report, standins
-    from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
+    from feedstock_tools.proofs.rehearsal.harness import Rehearsal
 
     (config,) = sorted((worked.root / ".ci_support").glob(REHEARSED[subdir]))
     rehearsal = Rehearsal(
         config,
         work_root=tmp_path,
-        cache_root=DEFAULT_WORK_ROOT / ".cache",
+        cache_root=user_cache.rehearsal_cache(),
         recipe_dir=worked.root / "recipe",
         progress=lambda _line: None,
     )

@@ -30,6 +30,7 @@ from megabuild.cmake_cache import CMakeCache
 from megabuild.staging import tree_files
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.run_lock import LockBusy
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
@@ -432,7 +433,7 @@ def test_a_signal_to_the_rehearsal_alone_stops_every_process_it_started(
     (rehearse -> build.sh = the driver -> setup.py's process group); formerly a traceback (SIGINT) or a
     silent death (SIGTERM, SIGHUP) with the build orphaned."""
     work = tmp_path / "work"
-    cache = DEFAULT_WORK_ROOT / ".cache"  # the venv templates every rehearsal test shares
+    cache = user_cache.rehearsal_cache()  # the venv templates every rehearsal test shares
     rehearse = ["rehearse", CPU_CONFIG.stem, "--verbose", "--work-dir", str(work), "--cache-dir", str(cache)]
     if via_build_locally:  # build-locally.py has no --work-dir: it runs `rehearse` as a user would
         command = [sys.executable, "build-locally.py", "--rehearse", CPU_CONFIG.stem, "--verbose"]

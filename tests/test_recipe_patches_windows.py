@@ -1,8 +1,8 @@
 """The Windows patches 0020-0024: where meta.yaml applies them, what 0020 and 0022 do when CMake runs them.
 
 That they apply strictly to 2.13.0's lines is test_recipe_patches.py's check (tests/patch_fixtures). Here
-0020's install rules run in a real MinGW-w64 cross build (x86_64-w64-mingw32-gcc-posix writes PE DLLs and import
-libraries, which CMake classifies as it does MSVC's: RUNTIME and ARCHIVE artifacts).
+0020's install rules run in a real MinGW-w64 cross build (x86_64-w64-mingw32-gcc-posix writes PE DLLs and
+import libraries, which CMake classifies as it does MSVC's: RUNTIME and ARCHIVE artifacts).
 """
 
 from __future__ import annotations

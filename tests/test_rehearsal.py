@@ -21,17 +21,18 @@ from megabuild.cmake_cache import CMakeCache
 from recipe_matrix import RECIPE_VERSION
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, report
-from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
+from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal, StepResult
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
 pytestmark = pytest.mark.rehearsal
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 # Venv templates (numpy from PyPI) and the stand-in's libmagma survive between sessions here.
-CACHE = DEFAULT_WORK_ROOT / ".cache"
+CACHE = user_cache.rehearsal_cache()
 LINALG = "libtorch-cuda-linalg"
 
 

@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.proofs.rehearsal import target as targets
-from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
+from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
 pytestmark = pytest.mark.rehearsal
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
-CACHE = DEFAULT_WORK_ROOT / ".cache"
+CACHE = user_cache.rehearsal_cache()
 OSX_64 = CI_SUPPORT / "osx_64_blas_implgeneric.yaml"
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.maintainer.version_compare import satisfies
 from feedstock_tools.proofs.rehearsal import report, standins
-from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
+from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.ninja_log import target_of
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.rehearsal
 CUDA_CONFIG = next(
     (REPO_ROOT / ".ci_support").glob("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml")
 )
-CACHE = DEFAULT_WORK_ROOT / ".cache"
+CACHE = user_cache.rehearsal_cache()
 LAYOUT = REPO_ROOT / "tests" / "data" / "torch-2.15.0-cp312-manylinux_2_28_x86_64-wheel-layout.txt.gz"
 WHEELS = Path("build") / "megabuild-wheels"
 

@@ -333,3 +333,34 @@ def test_the_exit_status_is_made_of_every_verdict(tmp_path: Path) -> None:
     assert lines[2] == ["import torch failed in pytorch-py3.10: see the lines above"]
     assert lines[3][0].startswith("linkage of libtorch: f need(s) g: no package (1 unresolved need(s) in all")
     assert lines[4][0].startswith("compile-work ratio 2 / (1 + 0 + 0 x 0) = 2.00, not 1.00")
+
+
+def test_a_venv_template_copied_from_a_smaller_one_is_a_venv_of_its_own(tmp_path: Path) -> None:
+    """A template made by copying the pip-only one and installing on top (pip from PyPI, as the rehearsal's
+    first run does): its Python's prefix, its pip's shebang and its packages are its own, and the copy left
+    the pip-only template as it was. CPython 3.11: ensurepip leaves setuptools there, which neither has."""
+    import subprocess
+
+    from feedstock_tools.proofs.rehearsal import prefixes
+
+    cache, log = tmp_path / "cache", tmp_path / "setup.log"
+    derived = prefixes.venv_template(cache, "3.11", log, ("six",))
+    (bare,) = [path for path in cache.glob("venv-3.11-*") if path != derived]
+    assert prefixes.base_packages(("six",)) == ()
+    probe = (
+        "import importlib.util as u, sys; "
+        "print(sys.prefix, bool(u.find_spec('six')), bool(u.find_spec('setuptools')))"
+    )
+
+    def answer(venv: Path) -> list[str]:
+        run = subprocess.run(
+            [venv / "bin" / "python", "-c", probe], capture_output=True, text=True, check=True
+        )
+        return run.stdout.split()
+
+    assert answer(derived) == [str(derived), "True", "False"]
+    assert answer(bare) == [str(bare), "False", "False"]
+    assert (derived / "bin" / "pip").read_text().splitlines()[0] == f"#!{derived}/bin/python3"
+    assert str(bare) not in (derived / "pyvenv.cfg").read_text()
+    pip = subprocess.run([derived / "bin" / "pip", "--version"], capture_output=True, text=True, check=True)
+    assert f"from {derived}/lib/python3.11/site-packages/pip" in pip.stdout

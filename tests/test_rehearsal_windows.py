@@ -14,15 +14,16 @@ from pathlib import Path
 import pytest
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import report
 from feedstock_tools.proofs.rehearsal import target as targets
-from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
+from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
 pytestmark = pytest.mark.rehearsal
 
-CACHE = DEFAULT_WORK_ROOT / ".cache"
+CACHE = user_cache.rehearsal_cache()
 WIN_64_CUDA = REPO_ROOT / ".ci_support" / "win_64_cuda_compiler_version12.8.yaml"
 
 

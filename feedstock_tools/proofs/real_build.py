@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.common.config_selector import resolve_one
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
@@ -52,7 +53,7 @@ DEFAULT_PYTHONS = ("3.10", "3.12")
 DEFAULT_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_versionNone*"
 CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
 # The channels are kept beside the rehearsal's venv templates (a cache shared by checkouts, flock-protected)
-DEFAULT_CACHE = REPO_ROOT / ".rehearsal" / ".cache" / "local-channel"
+DEFAULT_CACHE = user_cache.rehearsal_cache() / "local-channel"
 V1_DIR = REPO_ROOT / "recipe-v1"
 _atomic_file = import_megabuild("atomic_file")
 # recipe/ entries the v1 recipe reaches as ../recipe/... for the build and the packages' tests (the patches

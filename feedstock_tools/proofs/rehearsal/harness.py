@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from feedstock_tools.common import full_device, interruption
+from feedstock_tools.common import full_device, interruption, user_cache
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
@@ -240,7 +240,7 @@ class Rehearsal:
 
     @property
     def cache_dir(self) -> Path:
-        return self.cache_root if self.cache_root is not None else self.work_root / ".cache"
+        return self.cache_root if self.cache_root is not None else user_cache.rehearsal_cache()
 
     @property
     def setup_log(self) -> Path:
