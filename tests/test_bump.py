@@ -30,6 +30,7 @@ from bump_fixtures import (
     next_release,
 )
 from rehearsal_outcome import assert_rehearsal_succeeded
+from run_once import made_once_per_run
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common import user_cache
@@ -87,11 +88,18 @@ def run_bump(root: Path, version: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="session")
 def bumped(tmp_path_factory: pytest.TempPathFactory) -> BumpRun:
-    root = copy_feedstock(tmp_path_factory.mktemp("bump") / "feedstock")
+    """The bump run on a copy of the feedstock, once for every xdist worker (its tests are not grouped)."""
     version = next_release()
-    status, table = run_bump(root, version)
-    (root.parent / "table.txt").write_text(table)
-    return BumpRun(root, status, table, version, load_release([FIXTURES], version))
+
+    def bump(directory: Path) -> None:
+        status, table = run_bump(copy_feedstock(directory / "feedstock"), version)
+        (directory / "table.txt").write_text(table)
+        (directory / "status.txt").write_text(f"{status}\n")
+
+    directory = made_once_per_run(tmp_path_factory, "bump", bump)
+    status = int((directory / "status.txt").read_text())
+    table = (directory / "table.txt").read_text()
+    return BumpRun(directory / "feedstock", status, table, version, load_release([FIXTURES], version))
 
 
 def rows(table: str, area: str) -> list[list[str]]:
