@@ -38,7 +38,7 @@ from feedstock_tools.conda import recipe_v1
 from feedstock_tools.maintainer import check, patch_hunks, render_v1
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
 from feedstock_tools.maintainer.version_compare import satisfies, version_key
-from feedstock_tools.proofs import solve_channel, solve_check
+from feedstock_tools.proofs.solve import solve_channel, solve_check
 from feedstock_tools.release import (
     backend_rows,
     bundled_rows,

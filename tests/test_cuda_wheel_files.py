@@ -18,7 +18,7 @@ from megabuild.staging import StagingError, UpstreamTrees, classify, files_by_pa
 from wheel_fixtures import ci_config, write_skeleton_wheel
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.proofs.wheel_layout import (
+from feedstock_tools.proofs.wheels.wheel_layout import (
     ListedFile,
     read_file_list,
     run,

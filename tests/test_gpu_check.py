@@ -17,7 +17,7 @@ import pytest
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs import gpu_check
-from feedstock_tools.proofs.wheel_layout import WheelTag
+from feedstock_tools.proofs.wheels.wheel_layout import WheelTag
 
 REPO = Path(__file__).resolve().parents[1]
 TAG = WheelTag("2.13.0", "3.12", "x86_64")

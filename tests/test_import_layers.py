@@ -167,10 +167,10 @@ def test_an_upward_import_is_named(package_copy: Path) -> None:
 
 def test_a_sideways_import_between_maintainer_and_proofs_is_named(package_copy: Path) -> None:
     check = package_copy / "maintainer" / "check.py"
-    check.write_text(check.read_text() + "\nfrom ..proofs import wheel_layout\n")
+    check.write_text(check.read_text() + "\nfrom ..proofs.wheels import wheel_layout\n")
     (problem,) = layer_violations(package_copy)
     assert "feedstock_tools.maintainer.check (maintainer, layer 3) imports" in problem
-    assert "feedstock_tools.proofs.wheel_layout (proofs, layer 3)" in problem
+    assert "feedstock_tools.proofs.wheels.wheel_layout (proofs, layer 3)" in problem
 
 
 def test_a_circle_is_found_even_behind_type_checking(package_copy: Path) -> None:

@@ -29,9 +29,9 @@ from wheel_fixtures import (
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.conda.recipe_render import render_recipe
-from feedstock_tools.proofs import linkage
-from feedstock_tools.proofs.runtime_libraries import WHEEL_ONLY
-from feedstock_tools.proofs.wheel_layout import (
+from feedstock_tools.proofs.wheels import linkage
+from feedstock_tools.proofs.wheels.runtime_libraries import WHEEL_ONLY
+from feedstock_tools.proofs.wheels.wheel_layout import (
     find_config,
     parse_wheel_name,
     run,
@@ -429,7 +429,7 @@ def test_cli_cuts_a_needs_list_and_refuses_a_missing_wheel(tmp_path: Path) -> No
 def test_a_wheel_is_checked_against_its_platform_configuration(
     tmp_path: Path, name: str, cuda: str | None, expected: str
 ) -> None:
-    from feedstock_tools.proofs.wheel_layout import find_config, parse_wheel_name
+    from feedstock_tools.proofs.wheels.wheel_layout import find_config, parse_wheel_name
 
     wheel = tmp_path / name
     with zipfile.ZipFile(wheel, "w") as archive:  # only torch/version.py, which names the CUDA version

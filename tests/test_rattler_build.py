@@ -18,8 +18,8 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
 from feedstock_tools.maintainer import render_v1
-from feedstock_tools.proofs import local_channel, real_build
-from feedstock_tools.proofs.solve_check import machine_of
+from feedstock_tools.proofs.builders import local_channel, real_build
+from feedstock_tools.proofs.solve.solve_check import machine_of
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))

@@ -1,6 +1,6 @@
-"""``real-build --builder conda-build`` (feedstock_tools/proofs/real_build_conda.py) and what both builders'
-runs share (build_watch.py): finding a real conda-build, the meta.yaml copy, the one-line refusals, progress
-and interruption. The real conda-build build itself runs only where a real conda-build is named
+"""``real-build --builder conda-build`` (feedstock_tools/proofs/builders/real_build_conda.py) and what both
+builders' runs share (build_watch.py): finding a real conda-build, the meta.yaml copy, the one-line refusals,
+progress and interruption. The real conda-build build itself runs only where a real conda-build is named
 (``CONDA_TOOLS``); CI has none and skips it with that reason (docs/rattler-build.md, "The real
 conda-build")."""
 
@@ -20,8 +20,8 @@ from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.recipe_render import render_recipe
-from feedstock_tools.proofs import real_build, real_build_conda
-from feedstock_tools.proofs.build_watch import BuildWatch
+from feedstock_tools.proofs.builders import real_build, real_build_conda
+from feedstock_tools.proofs.builders.build_watch import BuildWatch
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
@@ -103,7 +103,7 @@ WATCHED = textwrap.dedent(
     import sys
     from pathlib import Path
     from feedstock_tools.common import interruption
-    from feedstock_tools.proofs.build_watch import BuildWatch
+    from feedstock_tools.proofs.builders.build_watch import BuildWatch
 
     work = Path(sys.argv[1])
     (work / "reports").mkdir()
@@ -200,7 +200,7 @@ def test_conda_build_builds_and_tests_the_cpu_configuration(tmp_path: Path) -> N
 
 
 def test_two_builders_packages_are_compared_file_by_file(tmp_path: Path) -> None:
-    from feedstock_tools.proofs import local_channel, package_diff
+    from feedstock_tools.proofs.builders import local_channel, package_diff
 
     def package(side: str, build: str, files: dict[str, bytes]) -> Path:
         (tmp_path / side).mkdir(exist_ok=True)

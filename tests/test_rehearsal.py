@@ -22,10 +22,10 @@ from recipe_matrix import RECIPE_VERSION
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
 from feedstock_tools.common.configuration import read_configuration
-from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, report
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal, StepResult
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
+from feedstock_tools.proofs.wheels import linkage
 
 pytestmark = pytest.mark.rehearsal
 

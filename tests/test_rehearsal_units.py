@@ -242,7 +242,7 @@ def test_the_build_machine_of_a_target_is_conda_forge_yml_s(tmp_path: Path) -> N
 def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
     target: str, cuda: str | None, expected: tuple[str, ...]
 ) -> None:
-    from feedstock_tools.proofs.solve_check import machine_of
+    from feedstock_tools.proofs.solve.solve_check import machine_of
 
     assert machine_of(target, cuda).virtual == expected
 
@@ -250,7 +250,7 @@ def test_the_solver_pick_sees_the_virtual_packages_of_the_target(
 def test_every_configuration_has_its_machine_in_the_solve_table() -> None:
     """The solver pick of any configuration's rehearsal finds its machine (solve_requests.yaml), and a
     table without it is one line naming the row to add."""
-    from feedstock_tools.proofs.solve_check import machine_of
+    from feedstock_tools.proofs.solve.solve_check import machine_of
 
     for path in sorted(CI_SUPPORT.glob("*.yaml")):
         config = read_configuration(path)

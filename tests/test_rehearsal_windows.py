@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
-from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import report
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, REPO_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
+from feedstock_tools.proofs.wheels import linkage
 
 pytestmark = pytest.mark.rehearsal
 

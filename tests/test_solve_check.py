@@ -18,9 +18,9 @@ import yaml
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.proofs import solve_check
-from feedstock_tools.proofs.solve_channel import METADATA_FILE, Channel, Record, build_channel
-from feedstock_tools.proofs.solve_check import Outcome, Row, load_requests, solve_all, verdict
+from feedstock_tools.proofs.solve import solve_check
+from feedstock_tools.proofs.solve.solve_channel import METADATA_FILE, Channel, Record, build_channel
+from feedstock_tools.proofs.solve.solve_check import Outcome, Row, load_requests, solve_all, verdict
 
 PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 MACHINES, REQUESTS = load_requests()
@@ -356,7 +356,7 @@ def test_every_target_specific_build_requirement_has_its_run_exports_in_the_data
     """Compilers, stdlib and cross-python render as ``<name>_<subdir>``; each must have a run_exports entry,
     and every compiled output's record carries what they export."""
     from feedstock_tools.conda.recipe_render import render_recipe
-    from feedstock_tools.proofs.solve_channel import build_subdir_of, load_metadata, run_export_table
+    from feedstock_tools.proofs.solve.solve_channel import build_subdir_of, load_metadata, run_export_table
 
     known = {entry.requirement for entry in run_export_table(load_metadata())}
     missing: set[str] = set()

@@ -2,8 +2,8 @@
 
 py-rattler's runtime threads, still inside their GIL section when the interpreter finalized, aborted a
 rehearsal whose checks had all passed (``Fatal Python error: PyGILState_Release ... finalizing``). The solver
-now runs in a child process that never finalizes (feedstock_tools/proofs/solver_process.py), so the process
-that asks for a solve neither loads py-rattler nor has a thread of its runtime.
+now runs in a child process that never finalizes (feedstock_tools/proofs/solve/solver_process.py), so the
+process that asks for a solve neither loads py-rattler nor has a thread of its runtime.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT
-from feedstock_tools.proofs.solve_channel import Channel
-from feedstock_tools.proofs.solve_check import Machine, Request
-from feedstock_tools.proofs.solver_process import solve_in_child
+from feedstock_tools.proofs.solve.solve_channel import Channel
+from feedstock_tools.proofs.solve.solve_check import Machine, Request
+from feedstock_tools.proofs.solve.solver_process import solve_in_child
 
 # What the rehearsal does after its last check: a solver pick (rehearsal/solver_pick.py), then the
 # interpreter exits at once. Prints what it picked, whether py-rattler was loaded here and the threads

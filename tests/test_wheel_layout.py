@@ -23,7 +23,7 @@ from megabuild.package_files import LIBTORCH, NOT_SHIPPED, PYTORCH
 from megabuild.staging import files_by_package
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.proofs.wheel_layout import (
+from feedstock_tools.proofs.wheels.wheel_layout import (
     WheelTag,
     format_table,
     lay_out_wheel_as_build_tree,

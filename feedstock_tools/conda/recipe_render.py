@@ -119,6 +119,7 @@ _YAML_LOADER = _StringifyNumbersLoader
 
 Variant = dict[str, Any]
 
+
 def expand_variants(config: Mapping[str, Any]) -> list[Variant]:
     """The variants conda-build loops over: the product of every key, zip_keys groups moving together
     (:func:`feedstock_tools.conda.variants.explode`, shared with the CI generator)."""

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.common.recipe_imports import import_megabuild
-from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
+from feedstock_tools.proofs.wheels import linkage
 
 _python_target = import_megabuild("python_target")
 
@@ -281,8 +281,8 @@ def stand_in_reader(target: targets.Target) -> linkage.BinaryReader:
 def linkage_checks(rehearsal: Rehearsal) -> list[LinkageCheck]:
     """Every package the rehearsal built, checked as it would be installed with the packages it depends
     on (the builds conda's solver would pick): every library its binaries load resolves
-    (feedstock_tools/proofs/linkage.py). The binaries are ELF whatever the target (target.py), searched as
-    the target's loader searches (:func:`stand_in_reader`); the run requirements are those the recipe
+    (feedstock_tools/proofs/wheels/linkage.py). The binaries are ELF whatever the target (target.py), searched
+    as the target's loader searches (:func:`stand_in_reader`); the run requirements are those the recipe
     renders for the target."""
     checks = []
     reader = stand_in_reader(rehearsal.target)

@@ -41,9 +41,9 @@ from feedstock_tools.common.configuration import Configuration, read_configurati
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
-from feedstock_tools.proofs import local_channel, package_diff, real_build_conda
-from feedstock_tools.proofs.build_watch import BuildWatch
-from feedstock_tools.proofs.solve_check import Machine, machine_of, virtual_packages
+from feedstock_tools.proofs.builders import local_channel, package_diff, real_build_conda
+from feedstock_tools.proofs.builders.build_watch import BuildWatch
+from feedstock_tools.proofs.solve.solve_check import Machine, machine_of, virtual_packages
 
 STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 BUILDERS = ("rattler-build", "conda-build")
@@ -551,7 +551,7 @@ def install_and_use(
 
 def metapackage_and_machine(config: Configuration) -> tuple[str, Machine]:
     """The metapackage users install for this configuration and a machine that takes it, solve-check's row
-    of the target with a driver of the configuration's CUDA version (proofs/solve_requests.yaml)."""
+    of the target with a driver of the configuration's CUDA version (proofs/solve/solve_requests.yaml)."""
     machine = machine_of(config.target_platform, config.cuda)
     return ("pytorch-gpu" if config.cuda is not None else "pytorch-cpu"), machine
 

@@ -1,6 +1,6 @@
 """``solve-check``: what a real conda solver installs from the recipe's packages, request by machine.
 
-The channel is :mod:`feedstock_tools.proofs.solve_channel` (every output of every ``.ci_support``
+The channel is :mod:`feedstock_tools.proofs.solve.solve_channel` (every output of every ``.ci_support``
 configuration, as metadata, plus its dependencies' records); the solver is py-rattler's (rattler, the solver
 of pixi and rattler-build), given each machine's virtual packages. The requests, machines and expected
 outcomes are ``solve_requests.yaml``. Exit status 1 when any outcome differs from its expectation.
@@ -25,7 +25,7 @@ from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
-from feedstock_tools.proofs.solve_channel import Channel, Record, build_channel
+from feedstock_tools.proofs.solve.solve_channel import Channel, Record, build_channel
 
 REQUESTS_FILE = Path(__file__).with_name("solve_requests.yaml")
 # the words of an expectation, by what they describe

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from feedstock_tools.common.configuration import Configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
-from feedstock_tools.proofs.runtime_libraries import (
+from feedstock_tools.proofs.wheels.runtime_libraries import (
     PROVIDERS,
     SHLIB_EXT,
     SYSTEM,
@@ -263,7 +263,7 @@ class LinkageReport:
             )
             raise ToolError(
                 f"{self.errors[0]}{others}: ship the library in that package, or add the package that "
-                "provides it as a run requirement (feedstock_tools/proofs/runtime_libraries.py)"
+                "provides it as a run requirement (feedstock_tools/proofs/wheels/runtime_libraries.py)"
             )
 
 

@@ -19,8 +19,8 @@ and build the CMake consumer in the merged prefix; ``gpu-check``
 table does not place (a ``StagingError`` of the driver) is a one-line error, and the work directory is
 left as it was.
 
-5. checks the packages' linkage (:mod:`feedstock_tools.proofs.linkage`): every library each staged binary
-   loads resolves to its own package, a package it depends on, a run requirement of the recipe's output
+5. checks the packages' linkage (:mod:`feedstock_tools.proofs.wheels.linkage`): every library each staged
+   binary loads resolves to its own package, a package it depends on, a run requirement of the recipe's output
    for the wheel's configuration (``.ci_support``), the platform's system set, or a staging-table decision
    about a library the wheel bundles; otherwise one error line, and the work directory is left as it was.
 
@@ -49,8 +49,8 @@ from feedstock_tools.common.configuration import Configuration, read_configurati
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT, import_megabuild
-from feedstock_tools.proofs import linkage
-from feedstock_tools.proofs.runtime_libraries import SHLIB_EXT
+from feedstock_tools.proofs.wheels import linkage
+from feedstock_tools.proofs.wheels.runtime_libraries import SHLIB_EXT
 
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")

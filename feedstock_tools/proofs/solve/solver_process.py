@@ -33,7 +33,7 @@ from typing import IO
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.proofs.solve_check import Machine, Outcome, Request, solve
+from feedstock_tools.proofs.solve.solve_check import Machine, Outcome, Request, solve
 
 
 class _Child:
