@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from megabuild import activation, environment, ninja_graph, pep517, python_products, report, windows
 from megabuild.atomic_file import write_text
+from megabuild.child_process import run_child
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
 from megabuild.cross import use_build_machine_protoc
@@ -40,7 +41,7 @@ from megabuild.host_prefix import (
     check_pass1_added_none,
     python_tree_files,
 )
-from megabuild.interrupt import checkpoint, run_child
+from megabuild.interrupt import checkpoint
 from megabuild.log import say, step, warn
 from megabuild.ninja_log import (
     LogEntry,
@@ -651,7 +652,12 @@ def _run_command(
 ) -> None:
     with step(what):
         try:
-            returncode = run_child(command, cwd=ctx.build.src_dir, env=ctx.env if env is None else env)
+            returncode = run_child(
+                command,
+                cwd=ctx.build.src_dir,
+                env=ctx.env if env is None else env,
+                on_start=lambda process: say(f"  (process group {process.pid})"),
+            )
         except OSError as exc:
             raise PassFailed(
                 f"{what} failed: cannot run {command[0]} ({exc.strerror or exc}): add it to the build "

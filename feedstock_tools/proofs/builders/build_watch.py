@@ -9,24 +9,24 @@ driver inside forwards the signal to its own build).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from feedstock_tools.common import interruption
 from feedstock_tools.common.recipe_imports import import_megabuild
 
-_atomic_file = import_megabuild("atomic_file")
+_child_process = import_megabuild("child_process")
 
 # How long the builder's group gets after the forwarded signal before SIGKILL: the driver inside stops its
 # build at once (recipe/megabuild/interrupt.py) and conda-build/rattler-build have nothing to finish.
 STOP_GRACE_SECONDS = 3.0
+POLL_SECONDS = 1.0  # how often the log and the reports are read while the builder runs
 HEARTBEAT_SECONDS = 30.0
 _PKG_NAME = re.compile(r"\[megabuild\] PKG_NAME=(\S+)")
 
@@ -45,35 +45,31 @@ class BuildWatch:
     last_line: str = ""  # the builder's last line so far, for the heartbeat
     _shown: set[str] = field(default_factory=set)
     _announced: set[str] = field(default_factory=set)
-    _offset: int = 0
+    _tail: Any = None  # a megabuild.child_process.LogTail of the log
 
     def run(self, command: list[str], env: Mapping[str, str], cwd: Path) -> int:
         """The builder's exit status; an interruption stops its group and travels on."""
         started = said = time.monotonic()
-        # the log starts (whole, through the one writer) with the command, then the builder appends to it
-        self._offset = len(_atomic_file.write_text(self.log, f"$ {' '.join(command)}\n").read_bytes())
-        with self.log.open("a") as out:
-            process = subprocess.Popen(
-                command, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-            with interruption.stopped_on_exit(process, grace=STOP_GRACE_SECONDS):
-                while process.poll() is None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        process.wait(timeout=1.0)
-                    now = time.monotonic()
-                    if self.poll():
-                        said = now
-                    elif now - said > self.heartbeat_seconds:
-                        where = (
-                            f"output {self.output}"
-                            if self.output != "?"
-                            else self.last_line[:100] or "starting"
-                        )
-                        self.progress(f"      ... {now - started:.0f} s: {where}")
-                        said = now
+
+        def tick() -> None:
+            nonlocal said
+            now = time.monotonic()
+            if self.poll():
+                said = now
+            elif now - said > self.heartbeat_seconds:
+                where = f"output {self.output}" if self.output != "?" else self.last_line[:100] or "starting"
+                self.progress(f"      ... {now - started:.0f} s: {where}")
+                said = now
+
+        # the log starts with the command, then the builder writes into it; poll() reads what it gained
+        header = f"$ {' '.join(command)}\n"
+        self._tail = _child_process.LogTail(self.log, offset=len(header.encode()))
+        returncode = interruption.run_child(
+            command, cwd, env, log=self.log, header=header, on_tick=tick, grace=STOP_GRACE_SECONDS,
+            tick=POLL_SECONDS,
+        )  # fmt: skip
         self.poll()
-        return process.returncode
+        return returncode
 
     def poll(self) -> bool:
         """Print what is new: the output being built, each finished pass; whether anything was."""
@@ -124,12 +120,6 @@ class BuildWatch:
         return _PKG_NAME.search(line)
 
     def _new_lines(self) -> list[str]:
-        try:
-            with self.log.open("rb") as handle:
-                handle.seek(self._offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return []
-        complete = data.rfind(b"\n") + 1
-        self._offset += complete
-        return data[:complete].decode(errors="replace").splitlines()
+        if self._tail is None:  # a log written before (failure() of a run this watch did not start)
+            self._tail = _child_process.LogTail(self.log)
+        return self._tail.lines()
