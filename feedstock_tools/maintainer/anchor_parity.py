@@ -37,6 +37,7 @@ TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a fe
 DOC_NAME = "docs/anchor-parity.md"
 DOC_FILE = REPO_ROOT / DOC_NAME
 _atomic_file = import_megabuild("atomic_file")
+_package_files = import_megabuild("package_files")
 DECISIONS = ("same", "different", "not needed", "fixed now")
 CHECKS = ("env", "cmake_arg", "flag", "max_jobs", "requirement", "ignore_from", "runner", "function", "none")
 
@@ -152,7 +153,7 @@ def conda_environ(
     target = config.target_platform
     windows = target.startswith("win-")
     env = {
-        "PKG_NAME": "libtorch-split",
+        "PKG_NAME": _package_files.TOP_LEVEL,
         "PKG_VERSION": _recipe_version(root),
         "PREFIX": "C:\\p" if windows else "/p",
         "BUILD_PREFIX": "C:\\b" if windows else "/b",

@@ -52,7 +52,7 @@ from megabuild.ninja_log import (
     target_of_linked,
     target_of_object,
 )
-from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH
+from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH, TOP_LEVEL
 from megabuild.python_target import (
     PythonFacts,
     check_guarded_options,
@@ -71,7 +71,6 @@ from megabuild.staging import (
 )
 from megabuild.windows_python import retarget_windows
 
-TOP_LEVEL = "libtorch-split"
 STATE_FILE = "pass1.json"
 SAVED_CACHE = "CMakeCache.pass1.txt"
 SAVED_LINALG = "linalg-nomagma"  # an install-tree-shaped directory: lib/libtorch_cuda_linalg.so
@@ -450,7 +449,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
 def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     build = ctx.build
     state = load_pass1_state(build)
-    python = _require_python(build, "pytorch")
+    python = _require_python(build, PYTORCH)
     if build.sp_dir is None:
         raise MegabuildError("SP_DIR is not set: pytorch needs python in its host requirements")
     started = time.monotonic()

@@ -55,6 +55,7 @@ CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
 DEFAULT_CACHE = REPO_ROOT / ".rehearsal" / ".cache" / "local-channel"
 V1_DIR = REPO_ROOT / "recipe-v1"
 _atomic_file = import_megabuild("atomic_file")
+_package_files = import_megabuild("package_files")
 # recipe/ entries the v1 recipe reaches as ../recipe/... for the build and the packages' tests (the patches
 # are for the real tarball only)
 RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
@@ -63,11 +64,11 @@ RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
 # refuses to start), prints them with the reason, and runs every other test of the recipe unchanged.
 # docs/rattler-build.md lists them.
 TESTS_THAT_NEED_REAL_PYTORCH: dict[str, tuple[tuple[str, str], ...]] = {
-    "libtorch": (
+    _package_files.LIBTORCH: (
         ("caffe2_nvrtc", "the stand-in builds no caffe2_nvrtc (the CUDA wheel's torch/lib has one)"),
         ("cmake_test_build", "recipe/cmake_test computes with tensors and autograd (ATen's API)"),
     ),
-    "pytorch": (
+    _package_files.PYTORCH: (
         ("check_torch_config.py", "torch.__config__.show() (the build's BLAS_INFO) is not modelled"),
         ("check_build_features.py", "complex BLAS dots and torch.backends are real PyTorch"),
         ("check_cuda_extension.py", "torch.utils.cpp_extension builds a CUDA kernel"),
@@ -514,9 +515,9 @@ def install_and_use(
     run = subprocess.run([str(python_exe), "-c", check], check=True, capture_output=True, text=True)
     print(run.stdout.strip())
     version, cuda, magma, _ = json.loads(run.stdout.splitlines()[-1])
-    linalg = [str(r.build) for r in records if r.name.normalized == "libtorch-cuda-linalg"]
+    linalg = [str(r.build) for r in records if r.name.normalized == _package_files.LIBTORCH_CUDA_LINALG]
     expected = (
-        next(str(r.version) for r in records if r.name.normalized == "pytorch"),
+        next(str(r.version) for r in records if r.name.normalized == _package_files.PYTORCH),
         bool(linalg),
         any("_magma_" in build for build in linalg) if linalg else None,
     )
@@ -553,7 +554,8 @@ def metapackage_and_machine(config: Configuration) -> tuple[str, Machine]:
     """The metapackage users install for this configuration and a machine that takes it, solve-check's row
     of the target with a driver of the configuration's CUDA version (proofs/solve/solve_requests.yaml)."""
     machine = machine_of(config.target_platform, config.cuda)
-    return ("pytorch-gpu" if config.cuda is not None else "pytorch-cpu"), machine
+    metapackage = _package_files.PYTORCH_GPU if config.cuda is not None else _package_files.PYTORCH_CPU
+    return metapackage, machine
 
 
 # ---- command line ------------------------------------------------------------------------------------

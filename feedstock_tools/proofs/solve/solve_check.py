@@ -23,11 +23,12 @@ import yaml
 
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.proofs.solve.solve_channel import Channel, Record, build_channel
 
 REQUESTS_FILE = Path(__file__).with_name("solve_requests.yaml")
+_package_files = import_megabuild("package_files")
 # the words of an expectation, by what they describe
 FLAVOUR, BLAS, LINALG, PYTHON, ARM = "flavour", "blas", "linalg", "python", "arm"
 # libmagma installed without a libtorch-cuda-linalg package: MAGMA linked into torch_cuda itself (Windows,
@@ -65,8 +66,14 @@ class Outcome:
     def solved(self) -> bool:
         return not self.error
 
+    def torch_name(self) -> str | None:
+        """The installed package that holds torch: pytorch, else libtorch (a request for C++ only)."""
+        names = (_package_files.PYTORCH, _package_files.LIBTORCH)
+        return next((name for name in names if name in self.packages), None)
+
     def torch(self) -> Record | None:
-        return self.packages.get("pytorch") or self.packages.get("libtorch")
+        name = self.torch_name()
+        return None if name is None else self.packages[name]
 
     def words(self) -> dict[str, str]:
         """The outcome in the expectation's words (flavour, blas, linalg, python)."""
@@ -74,7 +81,7 @@ class Outcome:
         if torch is None:
             return {}
         flavour, blas = torch["build"].split("_")[:2]
-        linalg = self.packages.get("libtorch-cuda-linalg")
+        linalg = self.packages.get(_package_files.LIBTORCH_CUDA_LINALG)
         python = self.packages.get("python")
         return {
             FLAVOUR: flavour,
@@ -302,7 +309,7 @@ def table(rows: Sequence[Row]) -> tuple[str, list[str]]:
             libblas = outcome.packages.get("libblas", {}).get("build", "-").rsplit("_", 1)[-1]
             cuda = outcome.packages.get("cuda-version", {}).get("version", "-")
             cells = [
-                f"{'pytorch' if 'pytorch' in outcome.packages else 'libtorch'} {torch['build']}",
+                f"{outcome.torch_name()} {torch['build']}",
                 words[LINALG] if words[LINALG] != "none" else "-",
                 f"{words[BLAS]} ({libblas})",
                 cuda,
