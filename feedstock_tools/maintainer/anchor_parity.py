@@ -475,7 +475,8 @@ def render_markdown(table: Table, root: Path = REPO_ROOT, found: Mapping[str, Ac
         "# This feedstock held against conda-forge's 2.13.0 recipe",
         "",
         "Generated from `feedstock_tools/maintainer/anchor_parity.yaml` by `python -m feedstock_tools "
-        "anchor-parity --write`; `tests/test_anchor_parity.py` fails when the driver's environment or the "
+        "anchor-parity --write`; `tests/maintainer/test_anchor_parity.py` fails when the driver's "
+        "environment or the "
         "rendered recipe of any family disagrees with the table, or when this file is not the table's "
         "rendering, or when a row's decision contradicts its values (`python -m feedstock_tools check` runs "
         "the same). A requirement's \"ours\" is the rendered recipe's spec, read from the recipe. The anchor "

@@ -33,8 +33,8 @@ HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP"
 _MASKS = hasattr(signal, "pthread_sigmask")
 # How long a build's process group gets to stop after the forwarded signal before it is killed.
 GRACE_SECONDS = 10.0
-# Test seam, for tests/test_fault_injection.py only: at the checkpoint of this name the driver sends itself
-# the signal MEGABUILD_TEST_SIGNAL (TERM by default, KILL to test what an uncatchable kill leaves).
+# Test seam, for tests/megabuild/test_fault_injection.py only: at the checkpoint of this name the driver sends
+# itself the signal MEGABUILD_TEST_SIGNAL (TERM by default, KILL to test what an uncatchable kill leaves).
 TEST_SIGNAL_AT = "MEGABUILD_TEST_SIGNAL_AT"
 TEST_SIGNAL = "MEGABUILD_TEST_SIGNAL"
 
