@@ -47,8 +47,9 @@ DEBIAN_PACKAGES = {
     # the posix-thread flavour only: the gcc-mingw-w64-x86-64 metapackage would add the win32 flavour too
     # (44 MB more to fetch and ~200 MB to unpack on a new machine), which no test uses
     "gcc-mingw-w64-x86-64-posix": "x86_64-w64-mingw32-gcc-posix",
-    # Wine 8's cmd runs bld.bat and the .bat activation scripts (tests/test_megabuild_windows_driver.py),
-    # with MinGW-w64's g++ building their Windows stand-ins
+    # Wine 8's cmd runs bld.bat and the .bat activation scripts
+    # (tests/megabuild/test_megabuild_windows_driver.py), with MinGW-w64's g++ building their Windows
+    # stand-ins
     "wine64": "/usr/lib/wine/wine64",
     "g++-mingw-w64-x86-64-posix": "x86_64-w64-mingw32-g++-posix",
 }

@@ -133,7 +133,7 @@ def test_missing_debian_packages_are_installed_after_an_update(checkout: Path, t
     ("args", "added"),
     [
         ([], ["-n", "auto", "--dist", "loadgroup"]),
-        (["-k", "linkage", "tests/test_linkage.py"], ["-n", "auto", "--dist", "loadgroup"]),
+        (["-k", "linkage", "tests/proofs/wheels/test_linkage.py"], ["-n", "auto", "--dist", "loadgroup"]),
         (["-n", "0"], []),
         (["-n4"], []),
         (["--numprocesses=3"], []),

@@ -217,7 +217,7 @@ def print_summary(
         print(f"   {'ok  ' if check.ok else 'FAIL'} {check.label}: {check.detail}")
     for step in rehearsal.skipped:
         print(f"   skipped pytorch for Python {step.python}: not on this machine")
-    print("\nLinkage of every package (feedstock_tools/proofs/linkage.py):")
+    print("\nLinkage of every package (feedstock_tools/proofs/wheels/linkage.py):")
     for linked in linkage_checks:
         print(f"   {'ok  ' if linked.ok else 'FAIL'} {linked.label}: {linked.binaries} binaries")
         for line in [*linked.errors, *(f"warning: {w}" for w in linked.warnings)]:
