@@ -47,6 +47,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
@@ -332,14 +333,20 @@ def on_terminal() -> bool:
     return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
-def start(command: Sequence[str], running: Running, own_group: bool, **popen: object) -> subprocess.Popen:
-    """Start ``command`` as what runs now. ``own_group``: in a process group of its own, which a signal to
+def run_child(
+    command: Sequence[str], running: Running, cwd: Path, env: dict[str, str], **options: Any
+) -> int:
+    """Run ``command`` as what runs now, through the one runner (recipe/megabuild/child_process.py), and
+    return its exit status. ``own_group`` (default True): in a process group of its own, which a signal to
     this process is forwarded to as a whole; a build that needs the terminal (docker -it, --debug's shell)
     stays in ours, where a Ctrl-C reaches it anyway, and only it is signalled."""
     STARTED.append(running)
-    running.own_group = own_group
-    running.process = subprocess.Popen(list(command), start_new_session=own_group, **popen)  # type: ignore[call-overload]
-    return running.process
+    running.own_group = options.get("own_group", True)
+
+    def started(process: subprocess.Popen) -> None:
+        running.process = process
+
+    return interruption.run_child(command, cwd, env, on_start=started, grace=STOP_GRACE_SECONDS, **options)
 
 
 def run_one(
@@ -351,38 +358,20 @@ def run_one(
     full_env = {**os.environ, **env}
     running = Running(f"the build of {config.name}")
     if log is None:
-        own_group = not on_terminal()
-        process = start(command, running, own_group, cwd=root, env=full_env)
-        with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS, group=own_group):
-            returncode = process.wait()
+        returncode = run_child(command, running, root, full_env, own_group=not on_terminal())
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
-        # a fresh log (its command line written whole), then the build's output streamed onto it
-        atomic_file.write_text(log, f"$ {describe(command, env)}\n")
-        with log.open("a", encoding="utf-8") as handle:
-            process = start(
-                command,
-                running,
-                True,
-                cwd=root,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
+        # a fresh log (its command line written whole), then the build's output written into it
+
+        def saw(line: str) -> None:
+            if args.verbose:
+                print(line, flush=True)
+            heartbeat.saw(line)
+
+        with Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat:
+            returncode = run_child(
+                command, running, root, full_env, log=log, header=f"$ {describe(command, env)}\n", on_line=saw
             )
-            assert process.stdout is not None
-            with (
-                interruption.stopped_on_exit(process, STOP_GRACE_SECONDS),
-                Heartbeat(None if args.verbose else heartbeat_seconds()) as heartbeat,
-            ):
-                for line in process.stdout:
-                    handle.write(line)
-                    if args.verbose:
-                        sys.stdout.write(line)
-                    heartbeat.saw(line)
-                returncode = process.wait()
     after = packages_in(root / "build_artifacts")
     produced = tuple(
         sorted(path.name for path, mtime in after.items() if path not in before or before[path] != mtime)
@@ -614,10 +603,8 @@ def rehearse(
             continue
         running = Running(f"the rehearsal of {name or 'the default configuration'}", reports_itself=True)
         # The rehearsal needs no terminal: always a group of its own, so a signal reaches all of it.
-        process = start(command, running, True, cwd=args.root)
-        with interruption.stopped_on_exit(process, STOP_GRACE_SECONDS):
-            if process.wait() != 0:
-                failed.append(name or "(default)")
+        if run_child(command, running, args.root, dict(os.environ)) != 0:
+            failed.append(name or "(default)")
     if failed and len(names) > 1:  # one rehearsal has said why it failed, in its own last line
         print(f"rehearsal failed for {', '.join(failed)}", file=sys.stderr)
     if instead is not None and not args.dry_run:

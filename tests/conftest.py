@@ -8,20 +8,21 @@ from typing import Any
 
 import pytest
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import prefixes
-from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT
 
 # The CPythons of the recipe's Python matrix this project's machines and CI have (3.14 is not installed).
 HOST_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # The rehearsal's own venv cache (``python -m feedstock_tools rehearse`` with the default work root), so the
 # templates are made once for the command line and every test.
-VENV_CACHE = DEFAULT_WORK_ROOT / ".cache"
+VENV_CACHE = user_cache.rehearsal_cache()
 
 
-# Shared fixtures that stay per process under xdist: cheap to make again (the venv templates are cached on
-# disk), so their tests may run on any worker.
-CHEAP_SHARED = {"host_pythons"}
+# Shared fixtures whose tests may run on any xdist worker: cheap to make again (the venv templates are cached
+# on disk), or made once per run for every worker (run_once.made_once_per_run: test_bump.py's bump, whose four
+# rehearsals of the bumped copy then spread over the workers).
+UNGROUPED = {"host_pythons", "bumped", "worked"}
 
 
 def shared_fixtures(info: Any, name: str) -> list[Any]:
@@ -30,7 +31,7 @@ def shared_fixtures(info: Any, name: str) -> list[Any]:
     return [
         d
         for d in info.name2fixturedefs.get(name, ())
-        if d.baseid and d.scope in ("module", "session") and name not in CHEAP_SHARED
+        if d.baseid and d.scope in ("module", "session") and name not in UNGROUPED
     ]
 
 

@@ -6,6 +6,9 @@ The layers (docs/architecture.md): ``common`` <- ``conda`` <- ``ci`` <- {``maint
 may import its own sub-package and the sub-packages of lower layers; ``maintainer`` and ``proofs`` share a
 layer and do not import each other; ``__main__`` (the CLI) is above everything. Every import counts: at module
 level, inside functions and under ``TYPE_CHECKING`` alike, since each is a dependency a reader must follow.
+
+Inside ``proofs`` the rooms by job are layered the same way: ``solve`` and ``wheels`` (what the others
+build on) <- ``rehearsal`` <- ``builders`` and ``gpu_check``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 DRIVER_DIR = Path(__file__).resolve().parents[1] / "recipe" / "megabuild"
 LAYERS = {"common": 0, "conda": 1, "ci": 2, "maintainer": 3, "proofs": 3, "release": 4}
 CLI_LAYER = 5  # feedstock_tools/__main__.py
+# proofs' sub-packages (and its one-module job, gpu_check); the package's own __init__ is below them all
+PROOFS_LAYERS = {"solve": 0, "wheels": 0, "rehearsal": 1, "builders": 2, "gpu_check": 2}
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,35 @@ def layer_violations(package_dir: Path) -> list[str]:
     return problems
 
 
+def proofs_room(module: str) -> tuple[str, int]:
+    """The room of a module of ``proofs`` and its layer there (the package itself: -1)."""
+    parts = module.split(".")
+    if len(parts) < 3:
+        return "", -1
+    return parts[2], PROOFS_LAYERS.get(parts[2], -2)
+
+
+def proofs_violations(package_dir: Path) -> list[str]:
+    """One line per import between proofs' rooms that goes up or sideways, or from a room not listed."""
+    modules = module_paths(package_dir)
+    problems = []
+    for path in modules.values():
+        for imp in imports_of(path, package_dir, modules):
+            if layer_of(imp.importer)[0] != "proofs" or layer_of(imp.imported)[0] != "proofs":
+                continue
+            importer_room, importer_layer = proofs_room(imp.importer)
+            imported_room, imported_layer = proofs_room(imp.imported)
+            if -2 in (importer_layer, imported_layer):
+                problems.append(f"{imp.where()}: a room of proofs not in PROOFS_LAYERS")
+            elif importer_room != imported_room and imported_layer >= importer_layer >= 0:
+                problems.append(
+                    f"{imp.where()}: {imp.importer} (proofs/{importer_room}, layer {importer_layer}) imports "
+                    f"{imp.imported} (proofs/{imported_room}, layer {imported_layer}): imports go only "
+                    "downward"
+                )
+    return problems
+
+
 def import_cycles(package_dir: Path) -> list[list[str]]:
     """Each circle of module imports once, as the list of modules around it."""
     modules = module_paths(package_dir)
@@ -143,6 +177,17 @@ def test_imports_go_only_downward() -> None:
     assert layer_violations(PACKAGE_DIR) == []
 
 
+def test_every_room_of_proofs_is_a_known_layer() -> None:
+    proofs = PACKAGE_DIR / "proofs"
+    rooms = {p.name for p in proofs.iterdir() if (p / "__init__.py").is_file()}
+    rooms |= {p.stem for p in proofs.glob("*.py") if p.name != "__init__.py"}
+    assert rooms == set(PROOFS_LAYERS)
+
+
+def test_imports_between_the_rooms_of_proofs_go_only_downward() -> None:
+    assert proofs_violations(PACKAGE_DIR) == []
+
+
 @pytest.mark.parametrize("package_dir", [PACKAGE_DIR, DRIVER_DIR], ids=lambda path: path.name)
 def test_no_import_circles(package_dir: Path) -> None:
     assert import_cycles(package_dir) == []
@@ -167,10 +212,19 @@ def test_an_upward_import_is_named(package_copy: Path) -> None:
 
 def test_a_sideways_import_between_maintainer_and_proofs_is_named(package_copy: Path) -> None:
     check = package_copy / "maintainer" / "check.py"
-    check.write_text(check.read_text() + "\nfrom ..proofs import wheel_layout\n")
+    check.write_text(check.read_text() + "\nfrom ..proofs.wheels import wheel_layout\n")
     (problem,) = layer_violations(package_copy)
     assert "feedstock_tools.maintainer.check (maintainer, layer 3) imports" in problem
-    assert "feedstock_tools.proofs.wheel_layout (proofs, layer 3)" in problem
+    assert "feedstock_tools.proofs.wheels.wheel_layout (proofs, layer 3)" in problem
+
+
+def test_an_upward_import_between_rooms_of_proofs_is_named(package_copy: Path) -> None:
+    linkage = package_copy / "proofs" / "wheels" / "linkage.py"
+    linkage.write_text(linkage.read_text() + "\nfrom feedstock_tools.proofs.rehearsal import harness\n")
+    (problem,) = proofs_violations(package_copy)
+    assert "feedstock_tools.proofs.wheels.linkage (proofs/wheels, layer 0) imports" in problem
+    assert "feedstock_tools.proofs.rehearsal.harness (proofs/rehearsal, layer 1)" in problem
+    assert layer_violations(package_copy) == []  # within one sub-package of the tools: only this rule sees it
 
 
 def test_a_circle_is_found_even_behind_type_checking(package_copy: Path) -> None:

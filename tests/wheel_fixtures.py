@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feedstock_tools.common.configuration import Configuration, read_configuration
-from feedstock_tools.proofs.linkage import BinaryNeeds, read_needs_list
-from feedstock_tools.proofs.wheel_layout import ListedFile, read_file_list
+from feedstock_tools.proofs.wheels.linkage import BinaryNeeds, read_needs_list
+from feedstock_tools.proofs.wheels.wheel_layout import ListedFile, read_file_list
 
 DATA = Path(__file__).resolve().parent / "data"
 CI_SUPPORT = DATA.parents[1] / ".ci_support"

@@ -5,7 +5,7 @@ selectors (a generated file has none), then PyYAML's ``BaseLoader``, so every va
 ``true`` and ``None`` stay as written (conda-build 26.7.1, ``conda_build/variants.py``). The file is read
 here once, by the standard-library reader of the YAML conda-smithy writes
 (:mod:`feedstock_tools.common.ci_files`, held to ``BaseLoader`` on every committed file by
-tests/test_ci_support_files.py), because ``build-locally.py`` and ``.scripts/`` run on a bare Python.
+tests/common/test_ci_support_files.py), because ``build-locally.py`` and ``.scripts/`` run on a bare Python.
 
 :class:`Configuration` is the file's mapping (key -> list of texts, as conda-build sees it; the renderers
 take it as it is) with typed fields for what the tools ask of it: the target platform, the arm variant,

@@ -2,9 +2,10 @@
 whole foreground group; `kill PID`, `timeout` and a CI job's cancel reach only the top process).
 
 The discipline is the build driver's (recipe/megabuild/interrupt.py, standard library only): a handled
-signal becomes :class:`Interrupted`, so every cleanup runs; a long child runs in a process group of its own
-and is stopped as a whole (:func:`stopped_on_exit`: the signal forwarded, a bounded wait, then SIGKILL).
-It is imported from the recipe once, here, so the tools and the driver behave alike. Standard library
+signal becomes :class:`Interrupted`, so every cleanup runs; a long child runs through the one runner
+(:func:`run_child`, recipe/megabuild/child_process.py): a process group of its own, stopped as a whole
+(the signal forwarded, a bounded wait, then SIGKILL). Both are imported from the recipe once, here, so the
+tools and the driver behave alike. Standard library
 only: build-locally.py uses it.
 """
 
@@ -19,9 +20,7 @@ from feedstock_tools.common.recipe_imports import import_megabuild
 interrupt = import_megabuild("interrupt")
 Interrupted = interrupt.Interrupted
 install = interrupt.install
-stopped_on_exit = interrupt.stopped_on_exit
-stop_group = interrupt.stop_group
-forwarded_signal = interrupt.forwarded_signal
+run_child = import_megabuild("child_process").run_child
 # A tool's child gets longer than the driver's build (interrupt.GRACE_SECONDS) to stop: the rehearsal's
 # build script is the driver, which first waits for its own build.
 GRACE_SECONDS = 2 * interrupt.GRACE_SECONDS

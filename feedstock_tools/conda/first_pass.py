@@ -19,6 +19,8 @@ first pass fails here with the line conda-build would report.
 
 from __future__ import annotations
 
+import copy
+import functools
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,6 +72,17 @@ def _template_line(exc: BaseException) -> int | None:
     return frames[-1].lineno if frames else None
 
 
+@functools.lru_cache(maxsize=16)
+def _compiled_template(text: str) -> jinja2.Template:
+    """Compiled once per recipe text: check and the renders ask for the first pass of every platform."""
+    return jinja2.Environment(undefined=NeverFailUndefined, extensions=["jinja2.ext.do"]).from_string(text)
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed_yaml(text: str) -> Any:
+    return yaml.safe_load(text) or {}
+
+
 def render_first_pass(
     recipe_dir: Path, subdir: str, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -84,9 +97,8 @@ def render_first_pass(
     context.update(
         PKG_NAME="", PKG_VERSION="", PKG_BUILDNUM="0", PKG_HASH="1234567", environ=dict(environ or {})
     )
-    environment = jinja2.Environment(undefined=NeverFailUndefined, extensions=["jinja2.ext.do"])
     try:
-        rendered = environment.from_string(text).render(**context)
+        rendered = _compiled_template(text).render(**context)
     except jinja2.TemplateSyntaxError as exc:
         raise ToolError(f"{meta_path} line {exc.lineno}: Jinja syntax error: {exc.message}") from None
     except (
@@ -100,7 +112,7 @@ def render_first_pass(
         ) from None
     selected = select_lines(rendered, namespace)
     try:
-        data = yaml.safe_load(selected) or {}
+        data = copy.deepcopy(_parsed_yaml(selected))  # the caller's own: the cached one stays as parsed
     except yaml.YAMLError as exc:
         raise rendered_yaml_error(meta_path, exc, selected) from None
     if not isinstance(data, dict):

@@ -26,6 +26,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from feedstock_tools.common import user_cache
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 
@@ -43,8 +44,7 @@ def candidates(environ: Mapping[str, str], checkout: Path | None = None) -> list
     if environ.get(PINNING_ENV):
         found.append((f"${PINNING_ENV}", Path(environ[PINNING_ENV])))
     found.append(("beside the checkout", checkout.parent / SHARED_PINNING))
-    cache = Path(environ["XDG_CACHE_HOME"]) if environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    found.append(("conda-smithy's cache", cache / "conda-smithy"))
+    found.append(("conda-smithy's cache", user_cache.xdg_cache_home(environ) / "conda-smithy"))
     if environ.get("CONDA_PREFIX"):
         found.append(("$CONDA_PREFIX", Path(environ["CONDA_PREFIX"])))
     return found

@@ -15,6 +15,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
+from types import CodeType
 from typing import Any
 
 from feedstock_tools.common.configuration import PythonVersion
@@ -113,9 +114,22 @@ def evaluate_selector(expression: str, namespace: Mapping[str, Any], strict: boo
     conda-build reads a name it does not know as False (``magma_variant`` on a platform that lacks the
     key); ``strict=True`` makes it an error instead, which catches typos in a recipe we own.
     """
-    names = dict(namespace) if strict else _UnknownNamesAreFalse(namespace)
+    return _evaluate(expression, _selector_names(namespace, strict))
+
+
+def _selector_names(namespace: Mapping[str, Any], strict: bool) -> dict[str, Any]:
+    return dict(namespace) if strict else _UnknownNamesAreFalse(namespace)
+
+
+@functools.lru_cache(maxsize=1024)
+def _selector_code(expression: str) -> CodeType:
+    """Compiled once: a recipe's selectors are evaluated for every line of every variant of every render."""
+    return compile(expression, "<string>", "eval")
+
+
+def _evaluate(expression: str, names: dict[str, Any]) -> bool:
     try:
-        return bool(eval(expression, {"__builtins__": {}}, names))
+        return bool(eval(_selector_code(expression), {"__builtins__": {}}, names))
     except Exception as exc:
         raise SelectorError(f"invalid selector [{expression}]: {exc}") from exc
 
@@ -136,10 +150,11 @@ def select_numbered_lines(
     from, so that an error in the selected text (a YAML error) can name the line of the file."""
     kept: list[str] = []
     numbers: list[int] = []
+    names = _selector_names(namespace, strict)  # once per text, not per line
     for number, line, expression in _split_selectors(text):
         if expression is not None:
             try:
-                keep = evaluate_selector(expression, namespace, strict)
+                keep = _evaluate(expression, names)
             except SelectorError as exc:
                 raise SelectorError(f"line {number}: {exc}") from None
             if not keep:

@@ -39,6 +39,7 @@ TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a fe
 DOC_NAME = "docs/anchor-parity.md"
 DOC_FILE = REPO_ROOT / DOC_NAME
 _atomic_file = import_megabuild("atomic_file")
+_package_files = import_megabuild("package_files")
 DECISIONS = ("same", "different", "not needed", "fixed now")
 CHECKS = ("env", "cmake_arg", "flag", "max_jobs", "requirement", "ignore_from", "runner", "function", "none")
 
@@ -154,7 +155,7 @@ def conda_environ(
     target = config.target_platform
     windows = target.startswith("win-")
     env = {
-        "PKG_NAME": "libtorch-split",
+        "PKG_NAME": _package_files.TOP_LEVEL,
         "PKG_VERSION": _recipe_version(root),
         "PREFIX": "C:\\p" if windows else "/p",
         "BUILD_PREFIX": "C:\\b" if windows else "/b",
@@ -479,7 +480,8 @@ def render_markdown(table: Table, root: Path = REPO_ROOT, found: Mapping[str, Ac
         "# This feedstock held against conda-forge's 2.13.0 recipe",
         "",
         "Generated from `feedstock_tools/maintainer/anchor_parity.yaml` by `python -m feedstock_tools "
-        "anchor-parity --write`; `tests/test_anchor_parity.py` fails when the driver's environment or the "
+        "anchor-parity --write`; `tests/maintainer/test_anchor_parity.py` fails when the driver's "
+        "environment or the "
         "rendered recipe of any family disagrees with the table, or when this file is not the table's "
         "rendering, or when a row's decision contradicts its values (`python -m feedstock_tools check` runs "
         "the same). A requirement's \"ours\" is the rendered recipe's spec, read from the recipe. The anchor "

@@ -52,8 +52,8 @@ from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_seri
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
 CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
-LINALG = "libtorch-cuda-linalg"
-PYTORCH = "pytorch"
+_package_files = import_megabuild("package_files")
+LIBTORCH, LINALG, PYTORCH = _package_files.PACKAGES
 PATCH_SUFFIXES = (".patch", ".diff")
 # The paragraphs a patch's commit message must start (docs/patches.md says what each holds).
 PATCH_HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
@@ -70,10 +70,10 @@ class HostRule:
 
 # Outputs with a build script; an output not listed must hold a subset of the top-level host.
 HOST_RULES: dict[str, HostRule] = {
-    "libtorch": HostRule(all_of_top_level=False),
+    LIBTORCH: HostRule(all_of_top_level=False),
     LINALG: HostRule(all_of_top_level=True, extras=("libmagma-devel",)),
     # libmagma-devel (CUDA): the re-run of pass 1's cache after the MAGMA pass must find MAGMA again
-    PYTORCH: HostRule(all_of_top_level=True, extras=("libtorch", "libmagma-devel"), own_python=True),
+    PYTORCH: HostRule(all_of_top_level=True, extras=(LIBTORCH, "libmagma-devel"), own_python=True),
 }
 SUBSET_RULE = HostRule(all_of_top_level=False)
 
@@ -270,8 +270,7 @@ def check_ci_support(root: Path, pinning: Path) -> list[Finding]:
 
 
 def check_staging(scripted_outputs: set[str]) -> list[Finding]:
-    package_files = import_megabuild("package_files")
-    staged = set(package_files.PACKAGES)
+    staged = set(_package_files.PACKAGES)
     findings = [
         Finding(
             "staging", "recipe/megabuild/package_files.py", f"stages files for {name}, which no output builds"

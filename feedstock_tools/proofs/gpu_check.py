@@ -45,7 +45,7 @@ from pathlib import Path
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, import_megabuild
-from feedstock_tools.proofs import wheel_layout
+from feedstock_tools.proofs.wheels import wheel_layout
 
 _package_files = import_megabuild("package_files")
 _staging = import_megabuild("staging")

@@ -12,7 +12,7 @@ from pathlib import Path
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.maintainer.version_compare import version_key
-from feedstock_tools.proofs import linkage, wheel_layout
+from feedstock_tools.proofs.wheels import linkage, wheel_layout
 from feedstock_tools.release.release_metadata import Release, cuda_of
 from feedstock_tools.release.rows import PERSON, SAME, Row, examples
 from feedstock_tools.release.wheel_source import WheelSource

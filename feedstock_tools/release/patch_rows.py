@@ -5,7 +5,8 @@ A wheel carries the installed headers, Caffe2's CMake modules and the Python sou
 2.13.0 wheel's share/cmake/Caffe2/{FindCUDAToolkit.cmake, public/cuda.cmake, public/utils.cmake} hash to the
 pre-image blobs of conda-forge's 2.13.0 patches: shared/docs/pytorch-build-facts.md, "Corrections"), except
 that the build wraps every header under torch/include in one guard line on top and three below
-(tests/test_recipe_patches.py checks it on the 2.13.0 wheel): a header's line N + 1 is the source's line N.
+(tests/recipe/test_recipe_patches.py checks it on the 2.13.0 wheel): a header's line N + 1 is the source's
+line N.
 
 The evidence goes to ``tests/patch_fixtures/pytorch-<version>-from-wheels.txt`` in the format of
 :mod:`feedstock_tools.maintainer.patch_evidence`: the lines around each hunk at their source line numbers,

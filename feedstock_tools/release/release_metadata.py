@@ -13,7 +13,7 @@ from pathlib import Path
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.maintainer import patch_hunks
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
-from feedstock_tools.proofs import wheel_layout
+from feedstock_tools.proofs.wheels import wheel_layout
 from feedstock_tools.release import wheel_source
 from feedstock_tools.release.wheel_source import TARGETS, WheelSource
 

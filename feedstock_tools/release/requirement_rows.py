@@ -294,13 +294,13 @@ def _missing_row(
             "requirements')"
             + (f", unknown here for CUDA {', '.join(others)}: find it there" if others else "")
             + ". Then solve-check needs a record of each series in "
-            "feedstock_tools/proofs/solve_metadata.yaml (docs/bump.md, 'solve-check records')"
+            "feedstock_tools/proofs/solve/solve_metadata.yaml (docs/bump.md, 'solve-check records')"
         )
     else:
         line = f"- {conda} {conda_spec(spec, '')}".rstrip() + (f"  # [{selector}]" if selector else "")
         action = (
             f"add `{line}` to recipe/meta.yaml's pytorch run requirements{note}, or a comment there saying "
-            "why not; then a solve-check record in feedstock_tools/proofs/solve_metadata.yaml if its spec "
-            "has a bound (docs/bump.md, 'solve-check records')"
+            "why not; then a solve-check record in feedstock_tools/proofs/solve/solve_metadata.yaml if its "
+            "spec has a bound (docs/bump.md, 'solve-check records')"
         )
     return Row("run requirement", pypi_name, "(not in the recipe)", shown, PERSON, action)

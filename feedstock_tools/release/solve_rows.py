@@ -1,19 +1,21 @@
 """What solve-check needs after a bump: a record of every run requirement that meets its new spec
-(``feedstock_tools/proofs/solve_metadata.yaml``), and no request for a Python the release dropped
-(``feedstock_tools/proofs/solve_requests.yaml``)."""
+(``feedstock_tools/proofs/solve/solve_metadata.yaml``), and no request for a Python the release dropped
+(``feedstock_tools/proofs/solve/solve_requests.yaml``)."""
 
 from __future__ import annotations
 
 import re
 
+from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.version_compare import satisfies, version_key
-from feedstock_tools.proofs import solve_channel, solve_check
+from feedstock_tools.proofs.solve import solve_channel, solve_check
 from feedstock_tools.release import recipe_edit
 from feedstock_tools.release.rows import PERSON, SAME, Row
 
-METADATA = "feedstock_tools/proofs/solve_metadata.yaml"
+METADATA = "feedstock_tools/proofs/solve/solve_metadata.yaml"
 # run requirements solve-check makes records of itself: the recipe's own packages and Python
-NEEDS_NO_RECORD = frozenset({"python", "libtorch", "pytorch"})
+_package_files = import_megabuild("package_files")
+NEEDS_NO_RECORD = frozenset({"python", _package_files.LIBTORCH, _package_files.PYTORCH})
 _RECORD_HOW = (
     "add a record of {line.name} at a real version {line.spec} admits to " + METADATA + "'s dependencies "
     "(name, subdirs, version, per_python for a compiled Python package, builds with the depends that "
@@ -22,7 +24,7 @@ _RECORD_HOW = (
     "built yet, from PyPI (`pip index versions {line.name}`: conda-forge builds upstream's release tags), "
     "saying so in source. Never a made-up version (docs/bump.md, 'solve-check records')"
 )
-REQUESTS = "feedstock_tools/proofs/solve_requests.yaml"
+REQUESTS = "feedstock_tools/proofs/solve/solve_requests.yaml"
 
 
 def record_versions() -> dict[str, list[str]]:

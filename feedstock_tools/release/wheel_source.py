@@ -32,8 +32,13 @@ from typing import Protocol
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.patch_hunks import FileText
-from feedstock_tools.proofs import linkage
-from feedstock_tools.proofs.wheel_layout import ListedFile, read_file_list, wheel_files, write_file_list
+from feedstock_tools.proofs.wheels import linkage
+from feedstock_tools.proofs.wheels.wheel_layout import (
+    ListedFile,
+    read_file_list,
+    wheel_files,
+    write_file_list,
+)
 
 # The Python of the wheels the bump reads: one is enough (the C++ side is the same for every CPython), and
 # 3.12 is in every supported range so far. The fixtures in tests/data are cp312 wheels.

@@ -24,6 +24,7 @@ from megabuild import windows
 from megabuild.conda_env import CondaBuild
 from megabuild.cuda_targets import ARCH_LIST_VARIABLE, cuda_arch_list, cuda_target
 from megabuild.errors import MegabuildError
+from megabuild.package_files import TOP_LEVEL
 
 # Environment variables a CMake (re)configure of PyTorch reads (pytorch-build-facts.md §3.2): by prefix
 # (EnvVarForwarding.cmake's USE_/BUILD_/CMAKE_) and by name (read by CMakeLists/find modules directly).
@@ -32,7 +33,6 @@ RECONFIGURE_NAMES = (
     "BLAS", "MAGMA_HOME", "LDFLAGS", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "CC", "CXX", "CUDAHOSTCXX",
     "PYTORCH_BUILD_VERSION", "PYTORCH_BUILD_NUMBER", "INTEL_MKL_DIR", "ATEN_AVX512_256", "NVSHMEM_HOME",
 )  # fmt: skip
-TOP_LEVEL_PACKAGE = "libtorch-split"
 _FLAG_VARIABLES = frozenset(
     {"CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "DEBUG_CFLAGS", "DEBUG_CXXFLAGS", "FFLAGS", "CUDAFLAGS"}
 )
@@ -445,7 +445,7 @@ def _same_debug_prefix_map(caller: Mapping[str, str], build: CondaBuild) -> dict
     TOP_PKG_NAME, which conda-build 26.7.1 sets to the output's own name (conda_build/build.py 1747-1778:
     the output's environ.get_dict, then TOP_PKG_NAME = its PKG_NAME; measured: TOP_PKG_NAME=libtorch) and
     rattler-build does not set at all."""
-    same = f"/usr/local/src/conda/{TOP_LEVEL_PACKAGE}-{build.pkg_version}"
+    same = f"/usr/local/src/conda/{TOP_LEVEL}-{build.pkg_version}"
     source_map = re.compile(rf"(-f(?:debug|file|macro)-prefix-map={re.escape(str(build.src_dir))}=)\S*")
     return {
         name: source_map.sub(lambda match: match[1] + same, value) if name in _FLAG_VARIABLES else value

@@ -3,13 +3,12 @@
 * :func:`install` turns SIGTERM, SIGINT and SIGHUP into an :class:`Interrupted` exception, so every
   ``finally``/``except BaseException`` cleanup of the driver runs (temporary directories, a half-moved
   package taken back) instead of the process dying where it stands.
-* :func:`run_child` starts a build command in a process group of its own and, when the driver is
-  interrupted, forwards the signal to that whole group (setup.py, cmake, ninja, the compilers), waits for
-  it, and only then lets the exception travel on: the driver never leaves its build running, orphaned.
-  (A Ctrl-C at a terminal reaches only the driver's group; the driver forwards it.)
-* :func:`stopped_on_exit` gives the maintainer tools that start long builds (build-locally.py, the
-  rehearsal) the same forwarding; they import this module through feedstock_tools' recipe_imports, so
-  the discipline exists once.
+* :func:`stop_group` stops a child started in a process group of its own when its parent is interrupted:
+  the signal forwarded to that whole group (setup.py, cmake, ninja, the compilers), a bounded wait, then
+  SIGKILL; only then does the exception travel on, so no build is left running, orphaned. (A Ctrl-C at a
+  terminal reaches only the driver's group; the driver forwards it.) The one runner of such children, for
+  the driver and the maintainer tools alike, is megabuild/child_process.py; the tools import both modules
+  through feedstock_tools' recipe_imports, so the discipline exists once.
 * :func:`no_interruption` defers signals over a step that must not be cut in half (moving a staged
   package into ``$PREFIX``); :func:`pending` tells whether one arrived.
 
@@ -26,19 +25,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
-
-from megabuild.log import say
 
 HANDLED = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
 # Windows: no pthread_sigmask; no_interruption() defers in the handler instead (see there)
 _MASKS = hasattr(signal, "pthread_sigmask")
 # How long a build's process group gets to stop after the forwarded signal before it is killed.
 GRACE_SECONDS = 10.0
-# Test seam, for tests/test_fault_injection.py only: at the checkpoint of this name the driver sends itself
-# the signal MEGABUILD_TEST_SIGNAL (TERM by default, KILL to test what an uncatchable kill leaves).
+# Test seam, for tests/megabuild/test_fault_injection.py only: at the checkpoint of this name the driver sends
+# itself the signal MEGABUILD_TEST_SIGNAL (TERM by default, KILL to test what an uncatchable kill leaves).
 TEST_SIGNAL_AT = "MEGABUILD_TEST_SIGNAL_AT"
 TEST_SIGNAL = "MEGABUILD_TEST_SIGNAL"
 
@@ -129,38 +125,9 @@ def stopped_groups() -> tuple[int, ...]:
     return tuple(_stopped_groups)
 
 
-def run_child(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
-    """Run ``command`` in its own process group; on interruption stop that group, then re-raise."""
-    process: subprocess.Popen | None = None
-    # Everything after the start is inside the try: a signal that lands while the group id is being
-    # printed (the fault-injection test signals right when it reads that line) must stop the group too.
-    try:
-        process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), start_new_session=True)
-        say(f"  (process group {process.pid})")
-        return process.wait()
-    except BaseException as exc:
-        if process is not None:
-            stop_group(process, forwarded_signal(exc))
-        raise
-
-
 def forwarded_signal(exc: BaseException) -> int:
     """The signal to pass on to a child when ``exc`` ends its parent's wait: the one received, else TERM."""
     return exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM
-
-
-@contextmanager
-def stopped_on_exit(
-    process: subprocess.Popen, grace: float = GRACE_SECONDS, group: bool = True
-) -> Iterator[None]:
-    """For the maintainer tools (build-locally.py, the rehearsal), which share this discipline: an
-    exception inside the block (an :class:`Interrupted` above all) stops ``process`` -- its whole process
-    group, or only itself when it shares the caller's (a build given the terminal) -- before it travels on."""
-    try:
-        yield
-    except BaseException as exc:
-        stop_group(process, forwarded_signal(exc), grace, group)
-        raise
 
 
 def stop_group(

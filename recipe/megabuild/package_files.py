@@ -50,12 +50,19 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+# The recipe's names (recipe/meta.yaml, recipe-v1/recipe.yaml), read from here by the driver and the tools
+# (tests/test_package_names.py keeps them from being written anywhere else). The top-level build, the one
+# compile every output reuses, is no package of its own.
+TOP_LEVEL = "libtorch-split"
 LIBTORCH = "libtorch"
 LIBTORCH_CUDA_LINALG = "libtorch-cuda-linalg"
 PYTORCH = "pytorch"
+# the metapackages users install, holding no files
+PYTORCH_CPU = "pytorch-cpu"
+PYTORCH_GPU = "pytorch-gpu"
 NOT_SHIPPED = "(not shipped)"
 
-PACKAGES = (LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH)
+PACKAGES = (LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH)  # the packages with files, in the order they link
 
 Tree = Literal["install", "setuptools", "metadata"]
 # What the conda build has in place of a library an official wheel bundles:

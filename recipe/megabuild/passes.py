@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from megabuild import activation, environment, ninja_graph, pep517, python_products, report, windows
 from megabuild.atomic_file import write_text
+from megabuild.child_process import run_child
 from megabuild.cmake_cache import CacheChange, CMakeCache
 from megabuild.conda_env import CondaBuild
 from megabuild.cross import use_build_machine_protoc
@@ -40,7 +41,7 @@ from megabuild.host_prefix import (
     check_pass1_added_none,
     python_tree_files,
 )
-from megabuild.interrupt import checkpoint, run_child
+from megabuild.interrupt import checkpoint
 from megabuild.log import say, step, warn
 from megabuild.ninja_log import (
     LogEntry,
@@ -51,7 +52,7 @@ from megabuild.ninja_log import (
     target_of_linked,
     target_of_object,
 )
-from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH
+from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, PYTORCH, TOP_LEVEL
 from megabuild.python_target import (
     PythonFacts,
     check_guarded_options,
@@ -70,7 +71,6 @@ from megabuild.staging import (
 )
 from megabuild.windows_python import retarget_windows
 
-TOP_LEVEL = "libtorch-split"
 STATE_FILE = "pass1.json"
 SAVED_CACHE = "CMakeCache.pass1.txt"
 SAVED_LINALG = "linalg-nomagma"  # an install-tree-shaped directory: lib/libtorch_cuda_linalg.so
@@ -449,7 +449,7 @@ def pass_cuda_linalg(ctx: PassContext) -> report.PassRecord:
 def pass_pytorch(ctx: PassContext) -> report.PassRecord:
     build = ctx.build
     state = load_pass1_state(build)
-    python = _require_python(build, "pytorch")
+    python = _require_python(build, PYTORCH)
     if build.sp_dir is None:
         raise MegabuildError("SP_DIR is not set: pytorch needs python in its host requirements")
     started = time.monotonic()
@@ -651,7 +651,12 @@ def _run_command(
 ) -> None:
     with step(what):
         try:
-            returncode = run_child(command, cwd=ctx.build.src_dir, env=ctx.env if env is None else env)
+            returncode = run_child(
+                command,
+                cwd=ctx.build.src_dir,
+                env=ctx.env if env is None else env,
+                on_start=lambda process: say(f"  (process group {process.pid})"),
+            )
         except OSError as exc:
             raise PassFailed(
                 f"{what} failed: cannot run {command[0]} ({exc.strerror or exc}): add it to the build "

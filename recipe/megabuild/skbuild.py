@@ -147,7 +147,7 @@ def _copy_backend(ctx: passes.PassContext, python: Path) -> None:
 def pass_pytorch(ctx: passes.PassContext) -> passes.report.PassRecord:
     build = ctx.build
     state = passes.load_pass1_state(build)
-    python = passes._require_python(build, "pytorch")
+    python = passes._require_python(build, passes.PYTORCH)
     if build.sp_dir is None:
         raise MegabuildError("SP_DIR is not set: pytorch needs python in its host requirements")
     started = time.monotonic()

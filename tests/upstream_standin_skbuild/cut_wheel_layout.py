@@ -1,5 +1,5 @@
 """Print the layout fixture of a real PyTorch wheel: the part of its file list the stand-in's wheel is held
-against (tests/test_rehearsal_skbuild.py). Standard library only; run it on the real wheel:
+against (tests/proofs/rehearsal/test_rehearsal_skbuild.py). Standard library only; run it on the real wheel:
 
     python tests/upstream_standin_skbuild/cut_wheel_layout.py \
         /work/cache/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl \

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from feedstock_tools.common import config_selector, inputs
+from feedstock_tools.common import config_selector, inputs, user_cache
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
@@ -52,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cache-dir",
         type=Path,
         help="venv templates per Python and the stand-in's libmagma, made once and kept between runs "
-        "(default: WORK_DIR/.cache; about 750 MB with four Pythons; delete it to start clean)",
+        f"(default: {user_cache.rehearsal_cache()}, shared by every checkout on this machine; "
+        f"${user_cache.CACHE_ENV}/rehearsal when that is set; about 750 MB with four Pythons; delete it to "
+        "start clean)",
     )
     parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -215,7 +217,7 @@ def print_summary(
         print(f"   {'ok  ' if check.ok else 'FAIL'} {check.label}: {check.detail}")
     for step in rehearsal.skipped:
         print(f"   skipped pytorch for Python {step.python}: not on this machine")
-    print("\nLinkage of every package (feedstock_tools/proofs/linkage.py):")
+    print("\nLinkage of every package (feedstock_tools/proofs/wheels/linkage.py):")
     for linked in linkage_checks:
         print(f"   {'ok  ' if linked.ok else 'FAIL'} {linked.label}: {linked.binaries} binaries")
         for line in [*linked.errors, *(f"warning: {w}" for w in linked.warnings)]:

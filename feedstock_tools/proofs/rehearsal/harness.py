@@ -17,14 +17,13 @@ import os
 import platform
 import resource
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from feedstock_tools.common import full_device, interruption
+from feedstock_tools.common import full_device, interruption, user_cache
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
@@ -239,7 +238,7 @@ class Rehearsal:
 
     @property
     def cache_dir(self) -> Path:
-        return self.cache_root if self.cache_root is not None else self.work_root / ".cache"
+        return self.cache_root if self.cache_root is not None else user_cache.rehearsal_cache()
 
     @property
     def setup_log(self) -> Path:
@@ -570,33 +569,17 @@ class Rehearsal:
             # what recipe/bld.bat runs: %BUILD_PREFIX%\python.exe -m megabuild, RECIPE_DIR on PYTHONPATH
             command = [str(self.build_prefix / "bin" / "python"), "-m", "megabuild"]
             env["PYTHONPATH"] = str(self.recipe_dir)
-        log.unlink(missing_ok=True)  # a rerun's log starts empty; the script's output is appended as it runs
-        with log.open("a") as out:
-            # A process group of its own (as conda-build's script has none of our terminal): a signal to
-            # this tool is forwarded to the whole script, which stops its own build in turn.
-            process = subprocess.Popen(
-                command,
-                cwd=self.src_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
-            assert process.stdout is not None
-            try:
-                for line in process.stdout:
-                    out.write(line)
-                    if self.verbose:
-                        self.progress("      | " + line.rstrip("\n"))
-                return process.wait()
-            except BaseException as exc:
-                signum = interruption.forwarded_signal(exc)
-                interruption.stop_group(process, signum, interruption.GRACE_SECONDS)
-                out.write(process.stdout.read())  # the script's last words (the driver's error line)
-                raise
+        # A process group of its own (as conda-build's script has none of our terminal): a signal to this
+        # tool is forwarded to the whole script, which stops its own build in turn. A rerun's log starts
+        # empty; the script writes into it, its last words (the driver's error line) included.
+        return interruption.run_child(
+            command,
+            self.src_dir,
+            env,
+            log=log,
+            on_line=(lambda line: self.progress(f"      | {line}")) if self.verbose else None,
+            grace=interruption.GRACE_SECONDS,
+        )
 
     def _write_package(self, step: Step, files: list[str]) -> Path:
         package_dir = self.packages_dir / step.label

@@ -16,8 +16,10 @@ from pathlib import Path
 from feedstock_tools.common.configuration import Configuration, PythonVersion
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import component
+from feedstock_tools.common.recipe_imports import import_megabuild
 
-TOP_LEVEL_NAME = "libtorch-split"
+_package_files = import_megabuild("package_files")
+TOP_LEVEL_NAME = _package_files.TOP_LEVEL
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,9 @@ class Step:
     def label(self) -> str:
         """``pytorch-py3.11``, ``libtorch-cuda-linalg-magma``, ``libtorch``: one name per package variant."""
         parts = [self.name]
-        if "magma_variant" in self.variant and self.name == "libtorch-cuda-linalg":
+        if "magma_variant" in self.variant and self.name == _package_files.LIBTORCH_CUDA_LINALG:
             parts.append(self.variant["magma_variant"])
-        if self.name == "pytorch":
+        if self.name == _package_files.PYTORCH:
             parts.append(f"py{self.python}")
         return "-".join(parts)
 

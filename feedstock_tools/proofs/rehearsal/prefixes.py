@@ -50,7 +50,7 @@ PYPI_NAMES = {
 # The venv the tests' host_pythons fixture uses: what the stand-in's setup.py needs besides Python.
 DEFAULT_PIP_PACKAGES = ("numpy", "packaging", "setuptools>=77.0.3,<82")
 # Bumped when the template recipe changes, so stale caches are not reused.
-TEMPLATE_FORMAT = "2"
+TEMPLATE_FORMAT = "3"
 _CONDA_VERSION = re.compile(r"^[<>=!~]*[0-9][0-9A-Za-z.*]*$")
 
 
@@ -161,38 +161,64 @@ def venv_template(
 ) -> Path:
     """A venv of CPython ``minor`` with exactly ``packages`` (pip requirements) and their dependencies,
     made once per interpreter and package list and reused. ``progress`` hears of a wait for another run's
-    lock and of the making, which takes a minute or more (pip from PyPI)."""
-    key = hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()[:10]
+    lock and of the making, which takes a minute or more (pip from PyPI).
+
+    A template is a copy of a smaller one with the rest installed on top (:func:`base_packages`): venv's
+    ensurepip and numpy's install are most of a template's time, and a fresh clone on a new machine makes
+    sixteen (four Pythons, four host lists)."""
+    interpreter = find_interpreter(minor)
+    # the interpreter is part of the key: a pyenv upgrade (3.12.7 -> 3.12.8) leaves the old venvs' python
+    # links pointing at nothing
+    key_text = "\n".join([str(interpreter), *sorted(packages)])
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:10]
     template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
     if (template / ".complete").exists():
         return template
+    base_list = base_packages(packages)
+    # made before this template's lock is taken: flock would block on the second open of the lock file
+    base = None if base_list is None else venv_template(cache_dir, minor, log, base_list, progress)
     say = progress or (lambda _line: None)
     with cache_lock(cache_dir, on_wait=say):
         if not (template / ".complete").exists():
             say(f"      making it once (pip from PyPI; log {log}) ...")
             started = time.monotonic()
-            _make_venv_template(template, minor, log, tuple(packages))
+            _make_venv_template(template, minor, log, tuple(packages), base)
             say(f"      made {template.name} in {time.monotonic() - started:.0f} s")
     return template
 
 
-def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[str, ...]) -> None:
+def base_packages(packages: Sequence[str]) -> tuple[str, ...] | None:
+    """The package list of the template that the one of ``packages`` is copied from: the tests' default
+    list when ``packages`` holds it and more, else the pip-only venv; None for the pip-only venv itself."""
+    if not packages:
+        return None
+    if set(DEFAULT_PIP_PACKAGES) < set(packages):
+        return DEFAULT_PIP_PACKAGES
+    return ()
+
+
+def _make_venv_template(
+    template: Path, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
+) -> None:
     interpreter = find_interpreter(minor)
     if interpreter is None:
         raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
     shutil.rmtree(template, ignore_errors=True)
     with log.open("a") as out:
         try:
-            subprocess.run(
-                [str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out
-            )
+            if base is None:
+                subprocess.run(
+                    [str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out
+                )
+            else:
+                copy_venv(base, template)
             python = str(template / "bin" / "python")
             if packages:
                 subprocess.run(
                     [python, "-m", "pip", "install", "--quiet", *packages], check=True, stdout=out, stderr=out
                 )
             # ensurepip leaves setuptools in 3.10/3.11 venvs: a host list without it must not have it
-            if not any(re.match(r"setuptools\b", spec) for spec in packages):
+            if base is None and not any(re.match(r"setuptools\b", spec) for spec in packages):
                 subprocess.run(
                     [python, "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"],
                     check=True,
@@ -210,9 +236,25 @@ def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[s
     _atomic_file.write_text(template / ".complete", "ok\n")
 
 
+def copy_venv(source: Path, destination: Path) -> None:
+    """A copy of the venv ``source`` that is a venv at ``destination``: its ``bin/python`` links to the base
+    interpreter by absolute path and so still work; the scripts venv and pip wrote (``activate``, ``pip``'s
+    shebang) and ``pyvenv.cfg`` name ``source``, and are rewritten to name ``destination``."""
+    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(".complete"))
+    old, new = os.fsencode(source), os.fsencode(destination)
+    for path in [destination / "pyvenv.cfg", *(destination / "bin").iterdir()]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old in data:
+            _atomic_file.write_bytes(path, data.replace(old, new), mode=path.stat().st_mode)
+
+
 def build_prefix_template(cache_dir: Path) -> Path:
     """BUILD_PREFIX: ``bin/python`` is the interpreter running this tool (the driver is stdlib-only)."""
-    template = cache_dir / f"build-env-{sys.version_info[0]}.{sys.version_info[1]}"
+    # one per interpreter: the cache is shared by checkouts, whose tools may run from different venvs
+    key = hashlib.sha256(os.fsencode(sys.executable)).hexdigest()[:10]
+    template = cache_dir / f"build-env-{sys.version_info[0]}.{sys.version_info[1]}-{key}"
     with cache_lock(cache_dir):
         if not (template / "bin" / "python").exists():
             subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(template)], check=True)

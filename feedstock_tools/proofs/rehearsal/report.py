@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.common.recipe_imports import import_megabuild
-from feedstock_tools.proofs import linkage
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
+from feedstock_tools.proofs.wheels import linkage
 
+_package_files = import_megabuild("package_files")
 _python_target = import_megabuild("python_target")
 
 # Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python (the
@@ -58,13 +59,15 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     pass1 = next(r for r in results if r.step.name == TOP_LEVEL_NAME)
     pass1_targets = [ninja_log.target_of(o) for o in pass1.objects]
     magma_step_ran = any(
-        r.step.name == "libtorch-cuda-linalg" and r.step.variant.get("magma_variant") == "magma"
+        r.step.name == _package_files.LIBTORCH_CUDA_LINALG and r.step.variant.get("magma_variant") == "magma"
         for r in results
     )
     # Extra Pythons: the pytorch outputs' Pythons other than pass 1's, each needing its own Python-linked
     # objects once, whatever the order of the outputs (a return to a Python compiles nothing:
     # megabuild/python_products.py keeps what each Python's pass compiled)
-    extra = len({r.step.python for r in results if r.step.name == "pytorch"} - {rehearsal.pass1_python})
+    extra = len(
+        {r.step.python for r in results if r.step.name == _package_files.PYTORCH} - {rehearsal.pass1_python}
+    )
     return WorkRatio(
         compiled=sum(len(r.objects) for r in results),
         pass1=len(pass1.objects),
@@ -177,7 +180,7 @@ print(json.dumps({"version": torch.__version__, "add(1,2,alpha=3)": torch.add(1.
 
 
 # the order the import check installs the solver's picks in (libtorch first: the others link it)
-INSTALL_ORDER = ("libtorch", "libtorch-cuda-linalg", "pytorch")
+INSTALL_ORDER = _package_files.PACKAGES
 
 
 def exact_spec(result: StepResult) -> str:
@@ -209,17 +212,17 @@ def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
     once more with every other linalg build (first Python only): has_magma must follow the library."""
     checks: list[ImportCheck] = []
     root = rehearsal.dir / "import-check"
-    pytorch = [r for r in rehearsal.results if r.step.name == "pytorch" and r.ok]
+    pytorch = [r for r in rehearsal.results if r.step.name == _package_files.PYTORCH and r.ok]
     combinations = [rehearsal.solver_installs([exact_spec(p)]) for p in pytorch]
     if pytorch:
         picked = {r.step.label for r in combinations[0]}
         combinations += [
             rehearsal.solver_installs([exact_spec(pytorch[0]), exact_spec(other)])
             for other in rehearsal.packaged()
-            if other.step.name == "libtorch-cuda-linalg" and other.step.label not in picked
+            if other.step.name == _package_files.LIBTORCH_CUDA_LINALG and other.step.label not in picked
         ]
     for installed in combinations:
-        package = next(r for r in installed if r.step.name == "pytorch")
+        package = next(r for r in installed if r.step.name == _package_files.PYTORCH)
         labels = [r.step.label for r in sorted(installed, key=lambda r: INSTALL_ORDER.index(r.step.name))]
         name = "+".join(labels[1:])
         destination = root / name
@@ -281,8 +284,8 @@ def stand_in_reader(target: targets.Target) -> linkage.BinaryReader:
 def linkage_checks(rehearsal: Rehearsal) -> list[LinkageCheck]:
     """Every package the rehearsal built, checked as it would be installed with the packages it depends
     on (the builds conda's solver would pick): every library its binaries load resolves
-    (feedstock_tools/proofs/linkage.py). The binaries are ELF whatever the target (target.py), searched as
-    the target's loader searches (:func:`stand_in_reader`); the run requirements are those the recipe
+    (feedstock_tools/proofs/wheels/linkage.py). The binaries are ELF whatever the target (target.py), searched
+    as the target's loader searches (:func:`stand_in_reader`); the run requirements are those the recipe
     renders for the target."""
     checks = []
     reader = stand_in_reader(rehearsal.target)

@@ -17,9 +17,9 @@ from typing import Protocol
 from feedstock_tools.common.configuration import cuda_version
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.plan import Step
-from feedstock_tools.proofs.solve_channel import Channel, record, spec_name
-from feedstock_tools.proofs.solve_check import Request, machine_of
-from feedstock_tools.proofs.solver_process import solve_in_child
+from feedstock_tools.proofs.solve.solve_channel import Channel, record, spec_name
+from feedstock_tools.proofs.solve.solve_check import Request, machine_of
+from feedstock_tools.proofs.solve.solver_process import solve_in_child
 
 
 class Built(Protocol):

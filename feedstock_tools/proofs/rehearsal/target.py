@@ -38,7 +38,7 @@ target changes for the *recipe and driver* is simulated around that:
   reports ``win-amd64``, ``cp3XY-win_amd64`` and ``.cp3XY-win_amd64.pyd`` and sits at ``%PREFIX%\\python.exe``
   as conda's does, with ``libs/python3XY.lib``. conda-build's Windows variables (``LIBRARY_PREFIX``, ...)
   are exported, and the harness runs the command ``recipe/bld.bat`` runs (bld.bat itself runs under Wine's
-  cmd in tests/test_megabuild_windows_driver.py).
+  cmd in tests/megabuild/test_megabuild_windows_driver.py).
 
 What cannot be shown here is listed in docs/rehearsal.md ("Limits").
 """

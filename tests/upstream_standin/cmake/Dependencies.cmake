@@ -29,7 +29,7 @@ if(CMAKE_CROSSCOMPILING AND NOT CMAKE_CROSSCOMPILING_EMULATOR)
 endif()
 # The recipe's patch 0012 (cmake/Dependencies.cmake, after the Python checks): an empty Python_SOABI is
 # asked from the interpreter, which cross-python makes report the target's. STANDIN_WITHOUT_PATCH_0012=ON
-# shows the build without it (tests/test_rehearsal_platforms.py).
+# shows the build without it (tests/proofs/rehearsal/test_rehearsal_platforms.py).
 option(STANDIN_WITHOUT_PATCH_0012 "test switch: behave like 2.13.0 without the recipe's patch 0012" OFF)
 if(CMAKE_CROSSCOMPILING AND NOT Python_SOABI AND NOT STANDIN_WITHOUT_PATCH_0012)
   execute_process(

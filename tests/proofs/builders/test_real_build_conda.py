@@ -1,0 +1,223 @@
+"""``real-build --builder conda-build`` (feedstock_tools/proofs/builders/real_build_conda.py) and what both
+builders' runs share (build_watch.py): finding a real conda-build, the meta.yaml copy, the one-line refusals,
+progress and interruption. The real conda-build build itself runs only where a real conda-build is named
+(``CONDA_TOOLS``); CI has none and skips it with that reason (docs/rattler-build.md, "The real
+conda-build")."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from feedstock_tools.__main__ import main
+from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.conda.recipe_render import render_recipe
+from feedstock_tools.proofs.builders import real_build, real_build_conda
+from feedstock_tools.proofs.builders.build_watch import BuildWatch
+
+CI_SUPPORT = REPO_ROOT / ".ci_support"
+CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
+
+
+def test_without_a_conda_build_the_command_says_how_to_get_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(["real-build", "--builder", "conda-build", "--conda-tools", str(tmp_path), "--work-dir",
+                   str(tmp_path / "work")])  # fmt: skip
+    error = capsys.readouterr().err.strip()
+    assert status == 1 and "\n" not in error
+    assert error.startswith(f"error: real-build --builder conda-build: no real conda-build at {tmp_path}")
+    assert "copy ../shared/tools/conda-tools somewhere writable, run its setup.sh" in error
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_tool_set_is_found_where_its_readme_lays_it_out(tmp_path: Path) -> None:
+    (tmp_path / "conda-build").mkdir()
+    (tmp_path / "conda-build" / "cb.py").write_text("")
+    (tmp_path / "env.sh").write_text("")
+    (tmp_path / real_build_conda.VENV / "bin").mkdir(parents=True)
+    (tmp_path / real_build_conda.VENV / "bin" / "python").symlink_to(sys.executable)
+    tools = real_build_conda.find_conda_tools(None, {real_build_conda.TOOLS_VARIABLE: str(tmp_path)})
+    assert tools.root == tmp_path.resolve()
+    command = tools.invocation(["recipe", "-m", "v.yaml"], {"CONDA_PKGS_DIRS": "/x y"})
+    assert command[:2] == ["bash", "-c"] and command[3:] == ["conda-build", "recipe", "-m", "v.yaml"]
+    assert "export CF_TOOLS_VENV=venv-latest; source" in command[2]
+    assert "export CONDA_PKGS_DIRS='/x y';" in command[2]
+
+
+def test_a_configuration_of_another_platform_stops_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["real-build", "win_64_cuda_compiler_versionNone", "--work-dir", str(tmp_path)]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "win_64_cuda_compiler_versionNone targets win-64" in error
+    assert error.endswith(
+        "rehearse it instead (python -m feedstock_tools rehearse win_64_cuda_compiler_versionNone)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_meta_yaml_copy_differs_in_what_the_standin_forces(tmp_path: Path) -> None:
+    """The stand-in as source, no license files, the named test commands and missing test sources left out;
+    everything else the recipe's, as the project's render reads it for a CPU and a CUDA configuration."""
+    copy, left_out = real_build_conda.prepare_recipe(
+        REPO_ROOT / "recipe", tmp_path / "recipe", real_build.STANDIN, real_build.TESTS_THAT_NEED_REAL_PYTORCH
+    )
+    text = (copy / "meta.yaml").read_text()
+    assert f"source:\n  path: {real_build.STANDIN}\n" in text
+    assert "license_file" not in text and "patches/" not in text and not (copy / "patches").exists()
+    fragments = {o: [f for f, _ in skips] for o, skips in real_build.TESTS_THAT_NEED_REAL_PYTORCH.items()}
+    assert {o.output for o in left_out} == {"libtorch", "pytorch"}
+    assert real_build_conda.LeftOut("pytorch", "source_files: test") in left_out
+    for config in (CPU_CONFIG, next(CI_SUPPORT.glob(real_build.CUDA_CONFIG + ".yaml"))):
+        original = {(o.name, o.build_string): o for o in render_recipe(REPO_ROOT / "recipe", config).outputs}
+        copied = {(o.name, o.build_string): o for o in render_recipe(copy, config).outputs}
+        assert copied.keys() == original.keys()
+        for key, output in copied.items():
+            before = original[key].test.get("commands") or []
+            after = output.test.get("commands") or []
+            dropped = [c for c in before if any(f in c for f in fragments.get(key[0], ()))]
+            assert after == [c for c in before if c not in dropped], key
+            assert output.requirements == original[key].requirements
+
+
+def test_a_stale_left_out_test_is_named() -> None:
+    with pytest.raises(ToolError, match=r"no test command of recipe/meta.yaml contains pytorch: 'gone'"):
+        real_build_conda.without_tests(
+            (REPO_ROOT / "recipe" / "meta.yaml").read_text(), {"pytorch": (("gone", "x"),)}
+        )
+
+
+# ---- progress and interruption (both builders run through BuildWatch) ----------------------------------
+
+WATCHED = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from feedstock_tools.common import interruption
+    from feedstock_tools.proofs.builders.build_watch import BuildWatch
+
+    work = Path(sys.argv[1])
+    (work / "reports").mkdir()
+    # a builder that starts a build script, which starts a long compile, and says which output it builds
+    script = "echo '[megabuild] PKG_NAME=libtorch-split'; sleep 300 & echo $! > compile.pid; wait"
+    with interruption.handled():
+        try:
+            watch = BuildWatch("builder", work / "reports", work / "builder.log")
+            watch.run(["bash", "-c", script], {}, work)
+        except interruption.Interrupted as exc:
+            sys.exit(exc.exit_status)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: signal.Signals(s).name)
+def test_an_interrupted_build_stops_its_builder_and_what_it_started(tmp_path: Path, signum: int) -> None:
+    """A signal to real-build alone (`kill`, a CI cancel) stops the builder's whole process group: the
+    builder and the compile its script started, within the watch's grace (build_watch.STOP_GRACE_SECONDS)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", WATCHED, str(tmp_path)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "building libtorch-split ..."  # the driver's line, seen
+    compile_pid = int((tmp_path / "compile.pid").read_text())
+    process.send_signal(signum)
+    assert process.wait(timeout=60) == 128 + signum
+    assert not running(compile_pid)
+
+
+def running(pid: int) -> bool:
+    """A process that exists and is no zombie (a killed orphan stays one until its new parent reaps it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_failed_build_is_one_line_naming_the_output_and_leaves_no_packages(tmp_path: Path) -> None:
+    log = tmp_path / "builder.log"
+    log.write_text(
+        "[megabuild] PKG_NAME=pytorch SRC_DIR=/w PREFIX=/p\nmegabuild error: SP_DIR=/p/lib/python3.10/site-"
+        "packages is not the site-packages of this output's Python 3.12\nTests failed\n"
+    )
+    packages = tmp_path / "output" / "linux-64"
+    packages.mkdir(parents=True)
+    (packages / "libtorch-1.0-x_0.conda").write_bytes(b"")
+    watch = BuildWatch("conda-build", tmp_path, log, progress=lambda line: None)
+    line = watch.failure("cfg", packages)
+    assert line.startswith(
+        "conda-build failed on output pytorch of cfg (step: build): megabuild error: SP_DIR="
+    )
+    assert "\n" not in line and line.endswith(f"read {log}, fix the recipe or the driver and run again")
+    assert not packages.exists()
+    # rattler-build keeps the build scripts' logs in its work directories: the output is read from there
+    script_log = tmp_path / "conda_build.log"
+    script_log.write_text("[megabuild] PKG_NAME=libtorch-cuda-linalg SRC_DIR=/w\n")
+    other = BuildWatch(
+        "rattler-build", tmp_path, tmp_path / "empty.log", lambda line: None, lambda: [script_log]
+    )
+    (tmp_path / "empty.log").write_text("Error: Script failed to execute\n")
+    line = other.failure("cfg", packages)
+    assert line.startswith("rattler-build failed on output libtorch-cuda-linalg of cfg (step: build): Error:")
+    assert f"read {script_log}," in line
+
+
+# ---- the real conda-build (where one is named) --------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    not os.environ.get(real_build_conda.TOOLS_VARIABLE),
+    reason=f"no real conda-build (CI has none): {real_build_conda.HOW_TO_GET}",
+)
+def test_conda_build_builds_and_tests_the_cpu_configuration(tmp_path: Path) -> None:
+    """The real conda-build 26.7.1 builds and tests every output of recipe/meta.yaml, its own order; the
+    compile work is pass 1 + the Python-linked objects once per other Python (docs/rattler-build.md)."""
+    config = read_configuration(CPU_CONFIG)
+    outcome = real_build.run_build(
+        config, tmp_path / "work", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS,
+        builder="conda-build", progress=lambda line: None,
+    )  # fmt: skip
+    names = sorted(p.name.rsplit("-", 2)[0] for p in outcome.packages)
+    chosen = [p.spec for p in config.pythons if p.version in real_build.DEFAULT_PYTHONS]
+    assert names == sorted(o.name for o in render_recipe(REPO_ROOT / "recipe", config).outputs if
+                           o.name != "pytorch" or o.variant["python"] in chosen)  # fmt: skip
+    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    done, minimum = real_build.compile_work_ratio(outcome.passes, linked, config.python_min)
+    assert done == minimum
+
+
+def test_two_builders_packages_are_compared_file_by_file(tmp_path: Path) -> None:
+    from feedstock_tools.proofs.builders import local_channel, package_diff
+
+    def package(side: str, build: str, files: dict[str, bytes]) -> Path:
+        (tmp_path / side).mkdir(exist_ok=True)
+        draft = local_channel.PackageDraft("libtorch", "1.0", build, files=dict(files))
+        return local_channel.write_package(draft, tmp_path / side)
+
+    same = {"lib/libc10.so": b"\x7fELF", "include/c10/c10.h": b"//"}
+    ours = [package("cb", "cpu_generic_h1234567_0", same)]
+    theirs = [package("rb", "cpu_generic_h89abcde_0", {**same, "lib/python3.10/x/__pycache__/y.pyc": b"."})]
+    differences = package_diff.compare(ours, theirs)
+    assert [(d.key, d.only_first, d.only_second, d.common) for d in differences] == [
+        ("libtorch 1.0 cpu_generic_h*_0", (), ("lib/python3.10/x/__pycache__/y.pyc",), 2)
+    ]
+    assert package_diff.describe(differences, "cb", "rb") == [
+        "libtorch 1.0 cpu_generic_h*_0: 2 files in both, 0 only in cb's, 1 only in rb's",
+        "  only in rb's: 1 under lib/python3.10/x/ (first lib/python3.10/x/__pycache__/y.pyc)",
+    ]
+    assert package_diff.describe(package_diff.compare(ours, ours), "a", "b") == [
+        "libtorch 1.0 cpu_generic_h*_0: the same 2 files"
+    ]

@@ -1,0 +1,435 @@
+"""solve-check: the real solver (py-rattler) over the recipe's real rendering; every expectation can fail.
+
+The channel is built once per module from every .ci_support configuration (about 12 s of CPU). The full
+check must come out as solve_requests.yaml expects; then each deliberately wrong channel record below must
+turn the verdict of the row it concerns red, which shows that row's expectation is really checked.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from feedstock_tools.__main__ import main
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.proofs.solve import solve_check
+from feedstock_tools.proofs.solve.solve_channel import METADATA_FILE, Channel, Record, build_channel
+from feedstock_tools.proofs.solve.solve_check import Outcome, Row, load_requests, solve_all, verdict
+
+PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
+MACHINES, REQUESTS = load_requests()
+
+
+@pytest.fixture(scope="module")
+def channel() -> Channel:
+    recipe, configs = REPO_ROOT / "recipe", REPO_ROOT / ".ci_support"
+    return build_channel(REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None)
+
+
+def solve_row(channel: Channel, scratch: Path, request: str, machine: str) -> Row:
+    (wanted_request,) = [r for r in REQUESTS if r.name == request]
+    (wanted_machine,) = [m for m in MACHINES if m.name == machine]
+    (row,) = solve_all(channel, scratch, [wanted_machine], [wanted_request])
+    return row
+
+
+def test_every_request_on_every_machine_is_as_expected(channel: Channel, tmp_path: Path) -> None:
+    rows = solve_all(channel, tmp_path, MACHINES, REQUESTS)
+    wrong = [f"{r.request.name} on {r.machine.name}: {r.judged()[1]}" for r in rows if not r.judged()[0]]
+    assert not wrong, wrong
+    assert len(rows) == len(MACHINES) * len(REQUESTS) >= 9 * 8
+    # the issue's promise, read off the solver's picks: a 13.0 driver gets cuda130 for all three
+    for request in ("pytorch", "pytorch-gpu", "libtorch"):
+        (row,) = [r for r in rows if r.request.name == request and r.machine.name == "linux-64 cuda13.0"]
+        assert row.outcome.words()["flavour"] == "cuda130"
+
+
+def test_the_table_covers_the_issues_machines_and_requests() -> None:
+    subdirs = {m.subdir for m in MACHINES}
+    assert {"linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64"} <= subdirs
+    assert {m.name for m in MACHINES} >= {"linux-64", "linux-64 cuda12.9", "linux-64 cuda13.0"}
+    specs = {" ".join(r.specs) for r in REQUESTS}
+    assert {
+        "pytorch",
+        "pytorch-cpu",
+        "pytorch-gpu",
+        "pytorch-cpu pytorch-gpu",
+        "pytorch nomkl",
+        "libtorch",
+    } <= specs
+
+
+# ---- each expectation can fail: a deliberately wrong record turns its row red ------------------------------
+
+
+def change(channel: Channel, where: Callable[[Record], bool], how: Callable[[Record], None]) -> Channel:
+    wrong = copy.deepcopy(channel)
+    touched = [r for r in wrong.all_records() if where(r)]
+    assert touched, "the test's record filter matches nothing"
+    for entry in touched:
+        how(entry)
+    return wrong
+
+
+def named(name: str, build_part: str = "") -> Callable[[Record], bool]:
+    return lambda r: r["name"] == name and build_part in r["build"]
+
+
+def drop(spec_start: str, field: str = "depends") -> Callable[[Record], None]:
+    def how(entry: Record) -> None:
+        entry[field] = [s for s in entry[field] if not s.startswith(spec_start)]
+
+    return how
+
+
+def needs(spec: str) -> Callable[[Record], None]:
+    return lambda r: r["depends"].append(spec)
+
+
+def with_libmagma(entry: Record) -> None:
+    """A non-MAGMA linalg record that wrongly brings libmagma (and no longer excludes it)."""
+    entry["depends"].append("libmagma")
+    entry["constrains"] = [s for s in entry["constrains"] if not s.startswith("libmagma")]
+
+
+def on_windows(*names: str) -> Callable[[Record], bool]:
+    return lambda r: r["subdir"] == "win-64" and r["name"] in names
+
+
+def builds(prefix: str) -> Callable[[Record], bool]:
+    return lambda r: r["build"].startswith(prefix)
+
+
+def renumber(delta: int) -> Callable[[Record], None]:
+    return lambda r: r.update(build_number=r["build_number"] + delta)
+
+
+def add_osx_pytorch_gpu(channel: Channel) -> Channel:
+    wrong = copy.deepcopy(channel)
+    version = next(r["version"] for r in channel.all_records() if r["name"] == "pytorch")  # the recipe's
+    wrong.add(
+        {"name": "pytorch-gpu", "version": version, "build": "cpu_generic_h0_0", "build_number": 0,
+         "subdir": "osx-arm64", "depends": [], "constrains": []}
+    )  # fmt: skip
+    return wrong
+
+
+def no_cpu_gpu_exclusion(channel: Channel) -> Channel:
+    wrong = change(channel, named("pytorch-gpu"), lambda r: r.update(depends=["pytorch"], constrains=[]))
+    wrong = change(wrong, named("pytorch-cpu"), drop("pytorch-", "constrains"))
+    return change(wrong, named("pytorch"), drop("pytorch-", "constrains"))
+
+
+Wrong = Callable[[Channel], Channel]
+# case -> (the wrong channel, request, machine, what the verdict must then say)
+WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
+    # the issue's finding: both CUDA builds at one build number, the tie-break hands 13.0 drivers 12.9
+    "cuda130 ties with cuda129": (
+        lambda ch: change(ch, builds("cuda130"), renumber(-1)),
+        "pytorch-gpu", "linux-64 cuda13.0", "flavour cuda129",
+    ),
+    # the alternative to build numbers: a track_feature on the older CUDA demotes it below the CPU build
+    "track_features on cuda129": (
+        lambda ch: change(ch, builds("cuda129"), lambda r: r.update(track_features="cuda129")),
+        "pytorch", "linux-64 cuda12.9", "flavour cpu",
+    ),
+    "CUDA pytorch and libtorch without __cuda": (
+        lambda ch: change(ch, builds("cuda"), drop("__cuda")),
+        "pytorch", "linux-64", "flavour cuda",
+    ),
+    "libtorch without __cuda": (
+        lambda ch: change(ch, named("libtorch", "cuda"), drop("__cuda")),
+        "libtorch", "linux-64", "flavour cuda",
+    ),
+    "cuda-version constrains no __cuda": (
+        lambda ch: change(ch, named("cuda-version"), drop("__cuda", "constrains")),
+        "pytorch", "linux-64 cuda12.9", "flavour cuda130",
+    ),
+    # both sources of the 2.28 floor: the cuda130 builds' own sysroot and cuDSS's (every CUDA build)
+    "CUDA builds and cuDSS without their glibc 2.28": (
+        lambda ch: change(
+            change(ch, builds("cuda"), drop("__glibc")), named("libcudss"), drop("__glibc")
+        ),
+        "pytorch", "linux-64 cuda13.0 glibc2.17", "flavour cuda130",
+    ),
+    "a cuDSS below 0.8 missing for CUDA 13.0": (
+        lambda ch: change(ch, named("libcudss-dev", "cuda13"), lambda r: r.update(version="0.8.0")),
+        "host of a CUDA 13.0 build, libcudss-dev <0.8", "linux-aarch64 cuda13.0", "found none",
+    ),
+    "nomagma linalg depends on libmagma": (
+        lambda ch: change(ch, named("libtorch-cuda-linalg", "nomagma"), with_libmagma),
+        "pytorch-gpu, linalg without MAGMA", "linux-64 cuda12.9", "libmagma installed",
+    ),
+    "magma linalg does not need libmagma": (
+        lambda ch: change(ch, named("libtorch-cuda-linalg", "_magma"), drop("libmagma")),
+        "pytorch-gpu, libmagma pinned out", "linux-64 cuda13.0", "linalg magma",
+    ),
+    "the MAGMA linalg numbered below the other": (
+        lambda ch: change(ch, named("libtorch-cuda-linalg", "_magma"), renumber(-51)),
+        "pytorch", "linux-64 cuda13.0", "linalg nomagma",
+    ),
+    "no CPU/GPU exclusion": (
+        no_cpu_gpu_exclusion, "pytorch-cpu pytorch-gpu", "linux-64 cuda12.9", "found one",
+    ),
+    "a pytorch-gpu for osx-arm64": (add_osx_pytorch_gpu, "pytorch-gpu", "osx-arm64", "found one"),
+    "nomkl keeps MKL out no more": (
+        lambda ch: change(ch, named("nomkl"), drop("mkl", "constrains")),
+        "pytorch nomkl", "linux-64", "blas mkl",
+    ),
+    "MKL torch without the MKL libblas": (
+        lambda ch: change(ch, lambda r: "_mkl_" in r["build"], drop("libblas * *mkl")),
+        "pytorch", "linux-64", "two BLAS libraries",
+    ),
+    "no Python 3.14 build": (
+        lambda ch: change(ch, named("pytorch", "py314"), lambda r: r.update(depends=["python <0a0"])),
+        "pytorch python=3.14", "linux-64", "found none",
+    ),
+    # Windows links MAGMA into torch_cuda: libtorch itself must bring libmagma
+    "a Windows CUDA libtorch without libmagma": (
+        lambda ch: change(ch, on_windows("libtorch"), drop("libmagma")),
+        "pytorch-gpu", "win-64 cuda13.0", "libmagma missing with MAGMA linked into torch",
+    ),
+    "a Windows CUDA build without __cuda": (
+        lambda ch: change(ch, on_windows("libtorch", "pytorch"), drop("__cuda")),
+        "pytorch-gpu", "win-64", "found one",
+    ),
+    # CEP 46's __cuda_arch: without the CUDA 13.0 builds' bound a Pascal GPU gets code it cannot run
+    "CUDA 13.0 builds without their __cuda_arch bound": (
+        lambda ch: change(ch, builds("cuda130"), drop("__cuda_arch", "constrains")),
+        "pytorch-gpu", "linux-64 cuda13.0 pascal6.1", "flavour cuda130",
+    ),
+    # ... and without any bound a GPU no build supports gets a CUDA build, not "no solution"
+    "no CUDA build bounds __cuda_arch": (
+        lambda ch: change(ch, builds("cuda"), drop("__cuda_arch", "constrains")),
+        "pytorch-gpu", "linux-64 cuda12.9 kepler3.7", "found one",
+    ),
+    "the Windows CUDA 13.0 build without its __cuda_arch bound": (
+        lambda ch: change(ch, lambda r: r["subdir"] == "win-64" and r["build"].startswith("cuda130"),
+                          drop("__cuda_arch", "constrains")),
+        "pytorch-gpu", "win-64 cuda13.0 pascal6.1", "flavour cuda130",
+    ),
+    "libtorch needs Python": (
+        lambda ch: change(ch, named("libtorch", "cpu"), needs("python")),
+        "libtorch", "linux-64", "python py",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(WRONG_RECORDS))
+def test_a_wrong_record_turns_its_verdict_red(channel: Channel, tmp_path: Path, case: str) -> None:
+    make_wrong, request, machine, mismatch = WRONG_RECORDS[case]
+    assert solve_row(channel, tmp_path / "right", request, machine).judged() == (True, "")
+    ok, why = solve_row(make_wrong(channel), tmp_path / "wrong", request, machine).judged()
+    assert not ok
+    assert mismatch in why
+
+
+# ---- the verdict itself, and bad input ---------------------------------------------------------------------
+
+
+def installed(**builds: str) -> Outcome:
+    return Outcome(
+        packages={name.replace("_", "-"): {"build": b, "version": "3.12"} for name, b in builds.items()}
+    )
+
+
+def test_verdict_reads_the_expectation_words() -> None:
+    gpu = installed(
+        pytorch="cuda130_mkl_py312_h0_430", libtorch_cuda_linalg="cuda130_mkl_magma_h0_480", libmagma="h0",
+        libblas="5_h0_mkl", python="h0_cpython",
+    )  # fmt: skip
+    assert verdict("cuda130 mkl magma py312", gpu) == (True, "")
+    assert verdict("cuda130 mkl", gpu) == (False, "linalg magma (expected none)")
+    assert not verdict("cuda129 mkl magma", gpu)[0]
+    assert not verdict("fails: __cuda", gpu)[0]
+    windows = installed(pytorch="cuda128_mkl_py312_h0_428", libmagma="h0", libblas="5_h0_mkl")
+    assert verdict("cuda128 mkl libmagma", windows) == (True, "")
+    assert verdict("cuda128 mkl", windows) == (False, "libmagma installed with the none linalg")
+    assert not verdict(
+        "cuda128 mkl libmagma", installed(pytorch="cuda128_mkl_py312_h0_428", libblas="5_h0_mkl")
+    )[0]
+    failed = Outcome(error="Cannot solve the request because of: No candidates were found for pytorch-gpu *.")
+    assert verdict("fails: No candidates were found for pytorch-gpu", failed) == (True, "")
+    assert not verdict("fails: __cuda", failed)[0]
+    assert not verdict("cpu mkl", failed)[0]
+
+
+def test_an_unknown_expectation_word_is_one_line_naming_the_words() -> None:
+    with pytest.raises(ToolError, match="use cpu/cudaNNN, mkl/generic"):
+        solve_check.word_kind("cuda-ish")
+
+
+def test_a_request_without_every_machine_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "requests.yaml"
+    table.write_text(
+        "machines:\n  - {name: a, subdir: linux-64, virtual: []}\n"
+        "  - {name: b, subdir: osx-64, virtual: []}\n"
+        "requests:\n  - {name: pytorch, specs: [pytorch], expect: {a: cpu mkl}}\n"
+    )
+    with pytest.raises(ToolError, match=r"no expectation for \['b'\]; give every machine"):
+        load_requests(table)
+
+
+def test_a_malformed_configuration_is_one_line_naming_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken.yaml").write_text("blas_impl:\n- mkl\n")  # no target_platform
+    assert main(["solve-check", "--ci-support", str(tmp_path), "--pinning", str(PINNING)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {tmp_path / 'broken.yaml'}: no target_platform; re-render it with")
+    assert "render-ci" in err[-1]
+    assert not any("Traceback" in line for line in err)
+
+
+def test_a_dependency_without_a_record_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    (config,) = (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_version13.0*.yaml")
+    configs = tmp_path / "ci_support"
+    configs.mkdir()
+    shutil.copy(config, configs)
+    metadata = yaml.safe_load(METADATA_FILE.read_text())
+    metadata["dependencies"] = [d for d in metadata["dependencies"] if d["name"] != "triton"]
+    (tmp_path / "metadata.yaml").write_text(yaml.safe_dump(metadata))
+    with pytest.raises(ToolError, match=r"no record of triton \(needed by pytorch .*add it to the dep"):
+        build_channel(
+            REPO_ROOT, REPO_ROOT / "recipe", configs, pinning_dir=PINNING, progress=lambda _: None,
+            metadata_path=tmp_path / "metadata.yaml",
+        )  # fmt: skip
+
+
+def test_a_missing_pinning_is_one_line_naming_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["solve-check", "--pinning", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "pass conda-forge-pinning's directory" in line
+
+
+# ---- the build environments' run_exports (issue 30) -----------------------------------------------------
+
+
+def aarch64_cuda_channel(recipe: Path, tmp_path: Path, **metadata_path: Path) -> Channel:
+    """The channel of the linux-aarch64 sbsa CUDA 13.0 configuration alone, rendered from ``recipe``."""
+    (config,) = (REPO_ROOT / ".ci_support").glob("linux_aarch64_*sbsa*cuda_compiler_version13.0*.yaml")
+    configs = tmp_path / "ci_support"
+    configs.mkdir(parents=True)
+    shutil.copy(config, configs)
+    return build_channel(
+        REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None, **metadata_path
+    )
+
+
+def without_linalg_cross_python_ignore(tmp_path: Path) -> Path:
+    """A scratch recipe copy whose libtorch-cuda-linalg no longer ignores cross-python's run_exports."""
+    recipe = tmp_path / "recipe"
+    shutil.copytree(REPO_ROOT / "recipe", recipe)
+    meta = recipe / "meta.yaml"
+    text = meta.read_text()
+    line = "        - cross-python_{{ target_platform }}  # [build_platform != target_platform]\n"
+    linalg = text.index("- name: libtorch-cuda-linalg")
+    ignore = text.index("ignore_run_exports_from:", linalg)
+    at = text.index(line, ignore)
+    assert at < text.index("requirements:", linalg), "the fix is no longer in linalg's build section"
+    meta.write_text(text[:at] + text[at + len(line) :])
+    return recipe
+
+
+@pytest.mark.parametrize("python", ["3.11", "3.14"])
+def test_without_the_cross_python_fix_aarch64_cuda_has_no_build_for_newer_pythons(
+    tmp_path: Path, python: str
+) -> None:
+    request, machine = f"pytorch python={python}", "linux-aarch64 cuda13.0"
+    fixed = aarch64_cuda_channel(REPO_ROOT / "recipe", tmp_path / "fixed")
+    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine).judged() == (True, "")
+    broken = aarch64_cuda_channel(without_linalg_cross_python_ignore(tmp_path), tmp_path / "broken")
+    linalg = [r for r in broken.all_records() if r["name"] == "libtorch-cuda-linalg"]
+    pass1_python = [s for s in linalg[0]["depends"] if s.startswith("python ")]
+    assert pass1_python and all(r["depends"].count(pass1_python[0]) == 1 for r in linalg)
+    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine).judged()
+    assert not ok
+    assert why == "expected a solution, the solver found none"  # this configuration alone: no CPU fallback
+
+
+def test_without_cross_python_in_the_metadata_the_broken_recipe_passes_unseen(tmp_path: Path) -> None:
+    """The data is what catches it: with cross-python's entry gone, the broken recipe solves again."""
+    metadata = yaml.safe_load(METADATA_FILE.read_text())
+    metadata["run_exports"] = [e for e in metadata["run_exports"] if "cross-python" not in e["requirement"]]
+    (tmp_path / "metadata.yaml").write_text(yaml.safe_dump(metadata))
+    broken = aarch64_cuda_channel(
+        without_linalg_cross_python_ignore(tmp_path), tmp_path, metadata_path=tmp_path / "metadata.yaml"
+    )
+    row = solve_row(broken, tmp_path / "solve", "pytorch python=3.12", "linux-aarch64 cuda13.0")
+    assert row.judged() == (True, "")
+
+
+def test_every_target_specific_build_requirement_has_its_run_exports_in_the_data(channel: Channel) -> None:
+    """Compilers, stdlib and cross-python render as ``<name>_<subdir>``; each must have a run_exports entry,
+    and every compiled output's record carries what they export."""
+    from feedstock_tools.conda.recipe_render import render_recipe
+    from feedstock_tools.proofs.solve.solve_channel import build_subdir_of, load_metadata, run_export_table
+
+    known = {entry.requirement for entry in run_export_table(load_metadata())}
+    missing: set[str] = set()
+    # one configuration per target and CUDA or not: the others differ in versions, not in names
+    kinds: dict[tuple[str, bool], Path] = {}
+    for config in sorted((REPO_ROOT / ".ci_support").glob("*.yaml")):
+        variant = yaml.safe_load(config.read_text())
+        cuda = str(variant.get("cuda_compiler_version", ["None"])[0]) != "None"
+        kinds.setdefault((variant["target_platform"][0], cuda), config)
+    for (target, _), config in sorted(kinds.items()):
+        rendered = render_recipe(
+            REPO_ROOT / "recipe", config, build_subdir=build_subdir_of(REPO_ROOT, target)
+        )
+        for output in rendered.outputs:
+            for spec in output.requirements.build:
+                name = spec.split()[0]
+                if name.endswith(f"_{target}") and name.replace(target, "{subdir}") not in known:
+                    missing.add(f"{name} ({config.name})")
+    assert not missing, sorted(missing)
+    records = {(r["subdir"], r["name"], r["build"]): r for r in channel.all_records()}
+    runtime = {"linux-64": "libstdcxx >=", "linux-aarch64": "libstdcxx >=", "osx-arm64": "libcxx >=",
+               "osx-64": "libcxx >=", "win-64": "vc14_runtime >="}  # fmt: skip
+    for (subdir, name, _), entry in records.items():
+        if name in ("libtorch", "pytorch"):
+            assert any(s.startswith(runtime[subdir]) for s in entry["depends"]), (subdir, name)
+
+
+# ---- __cuda_arch (CEP 46): the recipe's constraint, removed from a scratch copy --------------------------
+
+
+def without_cuda_arch_constraint(tmp_path: Path) -> Path:
+    """A scratch recipe copy whose outputs no longer constrain __cuda_arch."""
+    recipe = tmp_path / "recipe"
+    shutil.copytree(REPO_ROOT / "recipe", recipe)
+    meta = recipe / "meta.yaml"
+    lines = meta.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.lstrip().startswith("- __cuda_arch ")]
+    assert len(lines) - len(kept) == 2, "libtorch's and libtorch-cuda-linalg's __cuda_arch lines moved"
+    meta.write_text("".join(kept))
+    return recipe
+
+
+def linux_64_cuda_channel(recipe: Path, tmp_path: Path) -> Channel:
+    """The channel of the two linux-64 MKL CUDA configurations (12.9 and 13.0), rendered from ``recipe``."""
+    configs = tmp_path / "ci_support"
+    configs.mkdir(parents=True)
+    for config in (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_version1*.yaml"):
+        shutil.copy(config, configs)
+    assert len(list(configs.iterdir())) == 2
+    return build_channel(REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None)
+
+
+def test_without_the_recipes_cuda_arch_bound_a_pascal_gpu_gets_the_cuda_13_build(tmp_path: Path) -> None:
+    """The issue's row: Pascal (6.1) on a CUDA 13 driver gets CUDA 12.9, because the recipe says so."""
+    request, machine = "pytorch-gpu", "linux-64 cuda13.0 pascal6.1"
+    fixed = linux_64_cuda_channel(REPO_ROOT / "recipe", tmp_path / "fixed")
+    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine).judged() == (True, "")
+    broken = linux_64_cuda_channel(without_cuda_arch_constraint(tmp_path), tmp_path / "broken")
+    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine).judged()
+    assert not ok
+    assert "flavour cuda130 (expected cuda129)" in why
