@@ -677,9 +677,10 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
-def drift(root: Path, pinning_dir: Path) -> list[str]:
-    """One line per file a rerender would add, remove or change (empty when up to date)."""
-    expected = expected_files(root, pinning_dir)
+def drift(root: Path, pinning_dir: Path, expected: Mapping[Path, str] | None = None) -> list[str]:
+    """One line per file a rerender would add, remove or change (empty when up to date); ``expected``: what
+    :func:`expected_files` returned for these inputs, when the caller has it already."""
+    expected = expected_files(root, pinning_dir) if expected is None else expected
     problems = []
     for path in sorted(set(expected) | set(_owned_files(root))):
         actual = root / path

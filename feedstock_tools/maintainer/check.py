@@ -258,10 +258,12 @@ def check_build_ids(config: Configuration, rendered: RenderedRecipe, base: int) 
 # --- CI files and the staging table ------------------------------------------------------------------------
 
 
-def check_ci_support(root: Path, pinning: Path) -> list[Finding]:
+def check_ci_support(root: Path, pinning: Path, expected: Mapping[Path, str] | None = None) -> list[Finding]:
+    """The rerender's drift; ``expected``: the CI files a rerender writes, when already rendered."""
     try:
         return [
-            Finding("ci-support", line.split(": ", 1)[-1], line) for line in ci_support.drift(root, pinning)
+            Finding("ci-support", line.split(": ", 1)[-1], line)
+            for line in ci_support.drift(root, pinning, expected)
         ]
     except InputError:  # a broken input file stops the check (one line), it is not a finding
         raise
@@ -287,9 +289,9 @@ def check_staging(scripted_outputs: set[str]) -> list[Finding]:
 # --- putting it together -----------------------------------------------------------------------------------
 
 
-def _expected_configs(root: Path, pinning: Path) -> dict[str, Configuration]:
-    """What a rerender would write to .ci_support/, by config name (rendered from these, not stale files)."""
-    files = ci_support.expected_files(root, pinning)
+def _expected_configs(root: Path, files: Mapping[Path, str]) -> dict[str, Configuration]:
+    """What a rerender would write to .ci_support/ (``files``: ci_support.expected_files), by config name
+    (rendered from these, not stale files)."""
     return {
         path.stem: parse_configuration(text, root / path)
         for path, text in sorted(files.items())
@@ -320,13 +322,19 @@ def run_checks(
         raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
     check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
     findings = check_patches(recipe_dir)
-    findings += check_ci_support(root, pinning)
     try:
-        configs = _expected_configs(root, pinning)
+        # rendered once for both rules: every configuration of the recipe, the slowest part of check
+        expected = ci_support.expected_files(root, pinning)
     except InputError:
         raise
     except ToolError as exc:
-        return [*findings, Finding("render", ".ci_support", str(exc))]
+        return [
+            *findings,
+            Finding("ci-support", ".ci_support", str(exc)),
+            Finding("render", ".ci_support", str(exc)),
+        ]
+    findings += check_ci_support(root, pinning, expected)
+    configs = _expected_configs(root, expected)
     scripted: set[str] = set()
     bases: dict[int, list[str]] = {}
     series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies

@@ -96,7 +96,12 @@ def rehearsal(request: pytest.FixtureRequest) -> Rehearsal:
     return request.getfixturevalue(f"{request.param}_rehearsal")
 
 
-@pytest.fixture(params=["cuda", "alternative_cuda"])
+@pytest.fixture(
+    params=[
+        pytest.param(kind, marks=pytest.mark.xdist_group(f"{kind}_rehearsal"))
+        for kind in ("cuda", "alternative_cuda")
+    ]
+)
 def cuda_rehearsals(request: pytest.FixtureRequest) -> Rehearsal:
     """The CUDA rehearsals only, for the tests whose CPU case tests/proofs/builders/test_rattler_build.py
     asserts with the real builder on the same configuration (docs/rattler-build.md, "What of the rehearsal
