@@ -11,6 +11,7 @@ import hashlib
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from feedstock_tools.common.recipe_imports import REPO_ROOT
@@ -56,9 +57,10 @@ def next_release(current: str | None = None) -> str:
     return newer[0]
 
 
-def copy_feedstock(destination: Path, source: Path = REPO_ROOT) -> Path:
+def copy_feedstock(destination: Path, source: Path = REPO_ROOT, names: Sequence[str] = FEEDSTOCK) -> Path:
+    """The feedstock's ``names`` (files and folders, caches left out) copied into a new ``destination``."""
     destination.mkdir(parents=True)
-    for name in FEEDSTOCK:
+    for name in names:
         path = source / name
         (destination / name).parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():

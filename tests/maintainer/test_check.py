@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from bump_fixtures import copy_feedstock
 from recipe_matrix import RECIPE_VERSION as VERSION
 
 from feedstock_tools.__main__ import main
@@ -73,14 +74,7 @@ class BrokenCopy:
 @pytest.fixture(scope="module")
 def broken_copy(tmp_path_factory: pytest.TempPathFactory, real_findings: list[Finding]) -> BrokenCopy:
     """A copy of the feedstock with one deliberate break per rule."""
-    root = tmp_path_factory.mktemp("broken-feedstock")
-    for name in FEEDSTOCK_PATHS:
-        source = REPO / name
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif source.is_file():
-            shutil.copy(source, root / name)
+    root = copy_feedstock(tmp_path_factory.mktemp("broken") / "feedstock", REPO, FEEDSTOCK_PATHS)
     recipe = root / "recipe"
     meta = recipe / "meta.yaml"
     listed = listed_patches(meta.read_text(encoding="utf-8"))
