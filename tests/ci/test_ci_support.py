@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from bump_fixtures import copy_feedstock
 
 from feedstock_tools.ci import ci_support, ci_workflow, forge_config, smithy_templates
 from feedstock_tools.common.errors import ToolError
@@ -149,12 +149,8 @@ def test_macos_jobs_ask_for_the_12_cpu_runner(rendered: list[ci_support.CiConfig
 
 def _copy_feedstock(tmp_path: Path) -> Path:
     """The parts of the repository a rerender reads or writes, in a scratch folder."""
-    root = tmp_path / "feedstock"
-    for name in ("recipe", ".ci_support", ".github", ".scripts", ".circleci", "templates"):
-        shutil.copytree(REPO / name, root / name)
-    shutil.copy2(REPO / "conda-forge.yml", root)
-    shutil.copy2(REPO / "build-locally.py", root)
-    return root
+    names = ("recipe", ".ci_support", ".github", ".scripts", ".circleci", "templates")
+    return copy_feedstock(tmp_path / "feedstock", REPO, (*names, "conda-forge.yml", "build-locally.py"))
 
 
 def _render_ci(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
