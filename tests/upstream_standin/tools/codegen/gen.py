@@ -49,7 +49,7 @@ def main() -> None:
         "  PyObject* result = PyList_New(0);\n"
         "  for (int i = 0; i < at::num_registered_ops(); ++i) {\n"
         "    PyObject* name = PyUnicode_FromString(at::registered_op(i));\n"
-        "    PyList_Append(result, name);\n    Py_DECREF(name);\n  }\n  return result;\n}\n",
+        "    PyList_Append(result, name);\n    Py_DecRef(name);\n  }\n  return result;\n}\n",
     )
 
 

@@ -1,3 +1,4 @@
+#include <Python.h>
 #include <torch/csrc/python_bindings.h>
 
 #include <c10/macros/Export.h>
