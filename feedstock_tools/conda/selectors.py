@@ -148,19 +148,41 @@ def select_numbered_lines(
 ) -> tuple[str, tuple[int, ...]]:
     """:func:`select_lines`, and for each line of its result the number of the line of ``text`` it came
     from, so that an error in the selected text (a YAML error) can name the line of the file."""
+    names = _selector_names(namespace, strict)  # once per text, not per line
+    verdicts: list[bool] = []
+    # each distinct selector once, in the order of its first line (so an error names the first line the
+    # failing selector is on, as a line-by-line evaluation would): a recipe has ~30 distinct selectors on
+    # ~700 lines, selected for every variant of every render
+    for expression, first_line in _distinct_selectors(text):
+        try:
+            verdicts.append(_evaluate(expression, names))
+        except SelectorError as exc:
+            raise SelectorError(f"line {first_line}: {exc}") from None
+    return _kept_lines(text, tuple(verdicts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _distinct_selectors(text: str) -> tuple[tuple[str, int], ...]:
+    """Each distinct selector of ``text`` with the number of the first line it is on."""
+    first: dict[str, int] = {}
+    for number, _, expression in _split_selectors(text):
+        if expression is not None:
+            first.setdefault(expression, number)
+    return tuple(first.items())
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_lines(text: str, verdicts: tuple[bool, ...]) -> tuple[str, tuple[int, ...]]:
+    """The selected text and its line numbers, given each distinct selector's verdict (in the order of
+    :func:`_distinct_selectors`): variants that agree on every selector share one result."""
+    expressions = [expression for expression, _ in _distinct_selectors(text)]
+    verdict_of = dict(zip(expressions, verdicts, strict=True))
     kept: list[str] = []
     numbers: list[int] = []
-    names = _selector_names(namespace, strict)  # once per text, not per line
     for number, line, expression in _split_selectors(text):
-        if expression is not None:
-            try:
-                keep = _evaluate(expression, names)
-            except SelectorError as exc:
-                raise SelectorError(f"line {number}: {exc}") from None
-            if not keep:
-                continue
-        kept.append(line)
-        numbers.append(number)
+        if expression is None or verdict_of[expression]:
+            kept.append(line)
+            numbers.append(number)
     return "\n".join(kept) + "\n", tuple(numbers)
 
 
@@ -195,7 +217,7 @@ def close_name(name: str, known: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def _split_selectors(text: str) -> tuple[tuple[int, str, str | None], ...]:
     """Each non-comment line as (number, the line without its selector, the selector or None); split once
     per text, since a recipe is selected for every variant."""

@@ -133,6 +133,7 @@ def _used_in_script(keys: tuple[str, ...], text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+@lru_cache(maxsize=1024)  # asked again for each variant of a render; the search is slow on a long recipe
 def outputs_text(text: str) -> str:
     """The ``outputs:`` section of a recipe text (up to a top-level test/extra/about), or ``""``."""
     match = OUTPUTS_SECTION.search(text)
@@ -150,6 +151,7 @@ def top_level_text(text: str) -> str:
     return text.replace(section, "") if section else text
 
 
+@lru_cache(maxsize=1024)
 def requirements_text(text: str) -> str:
     """The first ``requirements:`` block of a text (what conda-build counts as requirement uses)."""
     match = REQUIREMENTS_BLOCK.search(text)
