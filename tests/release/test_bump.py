@@ -29,7 +29,7 @@ from bump_fixtures import (
     fixture_versions,
     next_release,
 )
-from rehearsal_outcome import assert_rehearsal_succeeded
+from rehearsal_outcome import assert_rehearsal_succeeded, two_pythons
 from run_once import made_once_per_run
 
 from feedstock_tools.__main__ import main
@@ -489,6 +489,7 @@ def test_the_worked_copy_rehearses_strict_at_ratio_one(
         cache_root=user_cache.rehearsal_cache(),
         recipe_dir=worked.root / "recipe",
         progress=lambda _line: None,
+        pythons=two_pythons(config, worked.root / "recipe"),
     )
     monkeypatch.setenv("MEGABUILD_STRICT", "1")
     rehearsal.prepare()

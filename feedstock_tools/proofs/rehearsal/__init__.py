@@ -81,6 +81,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "26.7.1 with PYTHONHASHSEED 0), or 'none' for the render's order (ascending Python, magma first)",
     )
     parser.add_argument(
+        "--python",
+        dest="pythons",
+        action="append",
+        metavar="X.Y",
+        help="rehearse only this Python's pytorch output (repeatable; default: every Python of the "
+        "configuration this machine has); pass 1's Python and one other show every kind of pass",
+    )
+    parser.add_argument(
         "--reverse-variants",
         action="store_true",
         help="then reverse the variants of each output: the passes must not depend on an order conda-build "
@@ -141,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         reverse_variants=args.reverse_variants,
         fresh_work_dir=args.fresh_work_dir,
         cache_root=args.cache_dir,
+        pythons=frozenset(args.pythons) if args.pythons else None,
     )
     print(f"rehearsal of {config.path.name}: work directory {rehearsal.dir}")
     target = rehearsal.target
@@ -153,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     phases: dict[str, float] = {"render of recipe/meta.yaml": time.monotonic() - started}
     with timed(phases, "setup (work directory, venv templates)"):
         rehearsal.prepare()
+    for step in rehearsal.left_out:
+        print(f"   left out {step.label}: not asked for (--python)")
     for step in rehearsal.skipped:
         print(f"   skipped {step.label}: CPython {step.python} is not on this machine")
     with timed(phases, "build scripts"):
@@ -244,6 +255,7 @@ def print_summary(
             for r in rehearsal.results
         ],
         "skipped": [step.label for step in rehearsal.skipped],
+        "left_out": [step.label for step in rehearsal.left_out],
         "ratio": {**asdict(ratio), "value": ratio.ratio},
         "import_checks": [asdict(check) for check in checks],
         "linkage_checks": [asdict(check) for check in linkage_checks],

@@ -37,6 +37,7 @@ from feedstock_tools.proofs.rehearsal.activation import (
     compiler_activation,
 )
 from feedstock_tools.proofs.rehearsal.plan import (
+    PYTORCH,
     TOP_LEVEL_NAME,
     Step,
     conda_build_order,
@@ -46,6 +47,12 @@ from feedstock_tools.proofs.rehearsal.plan import (
 from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
 
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
 _atomic_file = import_megabuild("atomic_file")
@@ -171,11 +178,15 @@ class Rehearsal:
     fresh_work_dir: bool = False
     # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
     cache_root: Path | None = None
+    # only the pytorch outputs of these Pythons ("3.12"), or None: every Python of the configuration this
+    # machine has. Two (pass 1's and another) show every kind of pass in a shorter rehearsal.
+    pythons: frozenset[str] | None = None
     # the configuration at config_path when the caller has read it already (default: read here)
     configuration: Configuration | None = None
     steps: list[Step] = field(init=False)
     target: targets.Target = field(init=False)
-    skipped: list[Step] = field(init=False, default_factory=list)
+    skipped: list[Step] = field(init=False, default_factory=list)  # no interpreter on this machine
+    left_out: list[Step] = field(init=False, default_factory=list)  # a Python not among ``pythons``
     results: list[StepResult] = field(init=False, default_factory=list)
     # every .ninja_log entry of every snapshot so far (ninja_log.objects_between)
     ninja_entries_seen: set = field(init=False, default_factory=set)
@@ -199,6 +210,16 @@ class Rehearsal:
                 f"the rehearsal simulates every target on {targets.NATIVE}; this machine is {local_subdir()}"
             )
         self.target = targets.target_for(self.configuration.target_platform, self.recipe_dir.parent)
+        if self.pythons is not None:
+            offered = {step.python for step in steps if step.name == PYTORCH}
+            unknown = sorted(self.pythons - offered)
+            if unknown:
+                raise ToolError(
+                    f"Python {', '.join(unknown)} has no pytorch output in {self.config_path.name} (it has "
+                    f"{', '.join(sorted(offered, key=_version_key))}): pick among those"
+                )
+            self.left_out = [s for s in steps if s.name == PYTORCH and s.python not in self.pythons]
+            steps = [s for s in steps if s not in self.left_out]
         self.steps = conda_build_order(steps, self.variant_seed, cross=self.target.cross)
         if self.reverse_variants:
             self.steps = reversed_variants(self.steps)

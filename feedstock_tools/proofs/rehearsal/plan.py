@@ -20,6 +20,7 @@ from feedstock_tools.common.recipe_imports import import_megabuild
 
 _package_files = import_megabuild("package_files")
 TOP_LEVEL_NAME = _package_files.TOP_LEVEL
+PYTORCH = _package_files.PYTORCH
 
 
 @dataclass(frozen=True)
