@@ -3,6 +3,8 @@ files no rule places, files two rules place, rules that claimed files of the cur
 
 from __future__ import annotations
 
+from typing import get_args
+
 from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.release.release_metadata import Release
 from feedstock_tools.release.rows import PERSON, SAME, Row, examples
@@ -27,11 +29,14 @@ def tree_paths(member: str) -> list[tuple[str, str]]:
 def claims(source: WheelSource, shlib_ext: str) -> tuple[dict[str, list[str]], list[str], list[str]]:
     """The staging table over a wheel's files: rule -> claimed paths, unclaimed paths, doubly claimed ones."""
     rules = _package_files.rules_for(shlib_ext)
+    claiming = {
+        tree: _staging.rules_claiming(rules, tree, shlib_ext) for tree in get_args(_package_files.Tree)
+    }
     claimed: dict[str, list[str]] = {}
     unclaimed, twice = [], []
     for listed in source.files():
         for tree, path in tree_paths(listed.path):
-            owners = [rule for rule in rules if _staging.rule_claims(rule, tree, path, shlib_ext)]
+            owners = claiming[tree](path)
             if not owners:
                 unclaimed.append(f"{tree}:{path}")
             elif len(owners) > 1:

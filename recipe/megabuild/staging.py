@@ -122,6 +122,13 @@ def rule_claims(rule: Rule, tree: Tree, path: str, shlib_ext: str = ".so") -> bo
     return rule.tree == tree and _claim_test(rule, shlib_ext)(path)
 
 
+def rules_claiming(rules: Iterable[Rule], tree: Tree, shlib_ext: str = ".so") -> Callable[[str], list[Rule]]:
+    """The rules among ``rules`` that claim a path of ``tree``, as a function of the path: the rules of
+    the tree and their regular expressions picked once, for asking about every file of a wheel."""
+    candidates = [(rule, _claim_test(rule, shlib_ext)) for rule in rules if rule.tree == tree]
+    return lambda path: [rule for rule, claims in candidates if claims(path)]
+
+
 @cache
 def _claim_test(rule: Rule, shlib_ext: str) -> Callable[[str], bool]:
     """Whether ``rule`` claims a path of its tree, with the regular expressions looked up once: classify
@@ -188,9 +195,9 @@ def classify(trees: UpstreamTrees, rules: Iterable[Rule] | None = None) -> list[
     unclaimed: list[str] = []
     twice: list[str] = []
     for tree, root in trees.roots().items():
-        candidates = [(rule, _claim_test(rule, trees.shlib_ext)) for rule in rules if rule.tree == tree]
+        claiming = rules_claiming(rules, tree, trees.shlib_ext)
         for path in sorted(tree_files(tree, root)):
-            claimed = [rule for rule, claims in candidates if claims(path)]
+            claimed = claiming(path)
             if len(claimed) == 1:
                 placements.append(Placement(tree, path, claimed[0]))
             elif not claimed:
