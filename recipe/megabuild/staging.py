@@ -164,10 +164,16 @@ def require_extension_module(
 def tree_files(tree: Tree, root: Path) -> Iterator[str]:
     """Every file and symlink of a tree, relative and with '/'; the install tree only below its four dirs."""
     tops = [root / name for name in INSTALL_TREE_DIRS] if tree == "install" else [root]
-    below_root = len(str(root)) + 1  # every entry's path is str(root), a separator, then the relative path
     for top in tops:
-        for entry in _entry_paths(str(top)):
-            yield entry[below_root:].replace(os.sep, "/")
+        yield from relative_entries(top, root)
+
+
+def relative_entries(top: Path, root: Path) -> Iterator[str]:
+    """The entries of :func:`entries_below` ``top``, relative to ``root`` (``top`` or a directory above it)
+    and with '/'."""
+    below_root = len(str(root)) + 1  # every entry's path is str(root), a separator, then the relative path
+    for entry in _entry_paths(str(top)):
+        yield entry[below_root:].replace(os.sep, "/")
 
 
 def entries_below(top: Path) -> Iterator[Path]:

@@ -288,7 +288,7 @@ def _build_magma(standin: Path, cache_dir: Path, prefix: Path, log: Path) -> Non
 def prefix_files(prefix: Path) -> set[str]:
     """Files and symlinks under ``prefix``, as '/'-separated relative paths (what conda-build compares);
     listed by the driver's own walk, so the harness and the staging see the same entries."""
-    return {entry.relative_to(prefix).as_posix() for entry in _staging.entries_below(prefix)}
+    return set(_staging.relative_entries(prefix, prefix))
 
 
 def file_states(prefix: Path, files: set[str]) -> dict[str, tuple[int, int]]:
