@@ -19,7 +19,7 @@ import pytest
 from megabuild import activation
 from megabuild.cmake_cache import CMakeCache
 from recipe_matrix import RECIPE_VERSION
-from rehearsal_outcome import assert_rehearsal_succeeded, concluded
+from rehearsal_outcome import assert_rehearsal_succeeded, concluded, two_pythons
 
 from feedstock_tools.common import user_cache
 from feedstock_tools.common.configuration import read_configuration
@@ -47,7 +47,7 @@ def _rehearse(config: Path, work_root: Path, *, alternative: bool = False) -> Re
     """conda-build's order with the rehearsal's default seed (pass 1's Python after the others among the
     pytorch outputs, as conda-build 26.7.1 built 3.10 after 3.12 with PYTHONHASHSEED 0), or ``alternative``:
     every output's variants reversed, each output with a fresh copy of pass 1's work directory (as
-    rattler-build does)."""
+    rattler-build does), for two Pythons (pass 1's, now first, and the newest: the order is the point)."""
     for tool in ("cmake", "ninja", "g++", "readelf", "patchelf"):
         if shutil.which(tool) is None:
             pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
@@ -58,6 +58,7 @@ def _rehearse(config: Path, work_root: Path, *, alternative: bool = False) -> Re
         progress=lambda _line: None,
         reverse_variants=alternative,
         fresh_work_dir=alternative,
+        pythons=two_pythons(config) if alternative else None,
     )
     rehearsal.prepare()
     # strict: a pass that compiles outside its expected targets fails (as the driver's --strict)
