@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,10 +85,13 @@ def host_pythons(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HostPyth
         )
     log = tmp_path_factory.mktemp("host-pythons") / "venv-templates.log"
     found: dict[str, HostPython] = {}
-    for minor in HOST_PYTHONS:
+    # xdist workers make the templates in opposite orders: each template has a lock of its own, so on a new
+    # machine two are made at once instead of one worker waiting for the other's
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    for minor in HOST_PYTHONS if int(worker or 0) % 2 == 0 else HOST_PYTHONS[::-1]:
         try:
             venv = prefixes.venv_template(VENV_CACHE, minor, log)
         except ToolError as exc:
             pytest.fail(str(exc), pytrace=False)
         found[minor] = HostPython(minor, prefixes.find_interpreter(minor), venv)
-    return found
+    return {minor: found[minor] for minor in HOST_PYTHONS}

@@ -270,7 +270,8 @@ def wheel_packages(
     assert interpreter is not None  # python_packages ran first
     target = wheel_dir / minor
     target.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as out:
+    # one Python's wheels are shared by the channels (CPU, CUDA), which two test workers may make at once
+    with prefixes.cache_lock(wheel_dir, minor), log.open("a") as out:
         try:
             subprocess.run(
                 [str(interpreter), "-m", "pip", "download", "--only-binary=:all:", "--dest", str(target),
@@ -286,8 +287,9 @@ def wheel_packages(
                 f"local channel: pip could not download {' '.join(pip_requirements)} for Python {minor} "
                 f"(step: wheels, exit {exc.returncode}); PyPI or pip's cache must have them: details in {log}"
             ) from exc
+        wheels = sorted(target.glob("*.whl"))  # listed under the lock: whole files only
     drafts = []
-    for wheel in sorted(target.glob("*.whl")):
+    for wheel in wheels:
         try:
             draft = _wheel_package(wheel, minor)
         except (zipfile.BadZipFile, KeyError, ValueError) as exc:
@@ -501,8 +503,8 @@ def make_channel(
     channel = cache_dir / f"channel-{plan.key()}"
     if (channel / ".complete").exists():
         return channel
-    progress(f"      making {channel.name} (log: {log}), once the cache's lock is free")
-    with prefixes.cache_lock(cache_dir):
+    progress(f"      making {channel.name} (log: {log}), once its lock is free")
+    with prefixes.cache_lock(cache_dir, channel.name):
         if (channel / ".complete").exists():
             return channel
         staging = Path(tempfile.mkdtemp(prefix=".channel-", dir=cache_dir))

@@ -135,16 +135,19 @@ def link_tree(source: Path, destination: Path) -> None:
 
 
 @contextmanager
-def cache_lock(cache_dir: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Serialises cache writers: two test sessions or rehearsals may start at once on one machine.
-    ``on_wait`` hears once when another holds the lock (it may be making a template for minutes)."""
+def cache_lock(cache_dir: Path, item: str, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Serialises the writers of one cache item (a template, a channel): two test sessions, test workers or
+    rehearsals may start at once on one machine, and each may make a different item meanwhile (on a new
+    machine one lock for the whole cache left a worker idle for a minute, measured). ``on_wait`` hears once
+    when another holds the lock (it may be making a template for minutes)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with (cache_dir / ".lock").open("a") as handle:  # a lock: nothing is written to it
+    lock = cache_dir / f".{item}.lock"
+    with lock.open("a") as handle:  # a lock: nothing is written to it
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if on_wait is not None:
-                on_wait(f"      waiting for another run that holds {cache_dir / '.lock'} ...")
+                on_wait(f"      waiting for another run that holds {lock} ...")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -166,25 +169,29 @@ def venv_template(
     A template is a copy of a smaller one with the rest installed on top (:func:`base_packages`): venv's
     ensurepip and numpy's install are most of a template's time, and a fresh clone on a new machine makes
     sixteen (four Pythons, four host lists)."""
-    interpreter = find_interpreter(minor)
-    # the interpreter is part of the key: a pyenv upgrade (3.12.7 -> 3.12.8) leaves the old venvs' python
-    # links pointing at nothing
-    key_text = "\n".join([str(interpreter), *sorted(packages)])
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:10]
-    template = cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
+    template = template_dir(cache_dir, minor, packages)
     if (template / ".complete").exists():
         return template
     base_list = base_packages(packages)
-    # made before this template's lock is taken: flock would block on the second open of the lock file
+    # made before this template's lock is taken (a lock of its own, but one lock held at a time is simpler)
     base = None if base_list is None else venv_template(cache_dir, minor, log, base_list, progress)
     say = progress or (lambda _line: None)
-    with cache_lock(cache_dir, on_wait=say):
+    with cache_lock(cache_dir, template.name, on_wait=say):
         if not (template / ".complete").exists():
             say(f"      making it once (pip from PyPI; log {log}) ...")
             started = time.monotonic()
             _make_venv_template(template, minor, log, tuple(packages), base)
             say(f"      made {template.name} in {time.monotonic() - started:.0f} s")
     return template
+
+
+def template_dir(cache_dir: Path, minor: str, packages: Sequence[str]) -> Path:
+    """Where the template of CPython ``minor`` with ``packages`` is (or will be) in ``cache_dir``."""
+    # the interpreter is part of the key: a pyenv upgrade (3.12.7 -> 3.12.8) leaves the old venvs' python
+    # links pointing at nothing
+    key_text = "\n".join([str(find_interpreter(minor)), *sorted(packages)])
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:10]
+    return cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
 
 
 def base_packages(packages: Sequence[str]) -> tuple[str, ...] | None:
@@ -255,7 +262,7 @@ def build_prefix_template(cache_dir: Path) -> Path:
     # one per interpreter: the cache is shared by checkouts, whose tools may run from different venvs
     key = hashlib.sha256(os.fsencode(sys.executable)).hexdigest()[:10]
     template = cache_dir / f"build-env-{sys.version_info[0]}.{sys.version_info[1]}-{key}"
-    with cache_lock(cache_dir):
+    with cache_lock(cache_dir, template.name):
         if not (template / "bin" / "python").exists():
             subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(template)], check=True)
     return template
@@ -266,7 +273,7 @@ def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
     prefix = cache_dir / "libmagma"
     if (prefix / "lib" / "libmagma.so").exists():
         return prefix
-    with cache_lock(cache_dir):
+    with cache_lock(cache_dir, prefix.name):
         if not (prefix / "lib" / "libmagma.so").exists():
             _build_magma(standin, cache_dir, prefix, log)
     return prefix

@@ -298,7 +298,9 @@ def test_making_a_venv_template_shows_progress_and_a_wait_for_the_lock(
     lines: list[str] = []
     cache = tmp_path / "cache"
     cache.mkdir()
-    with (cache / ".lock").open("w") as held:  # another run holds the cache lock
+    lock = cache / f".{prefixes.template_dir(cache, '3.12', ()).name}.lock"
+    # another run holds this template's lock; the lock of another template does not stop it
+    with prefixes.cache_lock(cache, prefixes.template_dir(cache, "3.11", ()).name), lock.open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         maker = threading.Thread(
             target=prefixes.venv_template, args=(cache, "3.12", tmp_path / "log", (), lines.append)
@@ -310,7 +312,7 @@ def test_making_a_venv_template_shows_progress_and_a_wait_for_the_lock(
             threading.Event().wait(0.05)
         fcntl.flock(held, fcntl.LOCK_UN)
     maker.join(timeout=300)
-    assert lines[0] == f"      waiting for another run that holds {cache / '.lock'} ..."
+    assert lines[0] == f"      waiting for another run that holds {lock} ..."
     assert lines[1] == f"      making it once (pip from PyPI; log {tmp_path / 'log'}) ..."
     assert re.fullmatch(r"      made venv-3\.12-\S+ in \d+ s", lines[2])
     assert len(lines) == 3
