@@ -384,3 +384,24 @@ def test_a_venv_template_copied_from_a_smaller_one_is_a_venv_of_its_own(tmp_path
     assert str(bare) not in (derived / "pyvenv.cfg").read_text()
     pip = subprocess.run([derived / "bin" / "pip", "--version"], capture_output=True, text=True, check=True)
     assert f"from {derived}/lib/python3.11/site-packages/pip" in pip.stdout
+
+
+def test_only_the_pythons_asked_for_are_rehearsed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``rehearse --python X.Y``: the other Pythons' pytorch outputs are left out (and listed as such), every
+    other output stays; a Python the configuration has no output for is one line naming those it has."""
+    config = _first("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml")
+    everything = Rehearsal(config, work_root=tmp_path)
+    pytorch = sorted(s.python for s in everything.steps if s.name == "pytorch")
+    newest = pytorch[-1]
+    only = Rehearsal(config, work_root=tmp_path, pythons=frozenset({newest}))
+    assert [s.label for s in only.steps if s.name == "pytorch"] == [f"pytorch-py{newest}"]
+    assert sorted(s.python for s in only.left_out) == pytorch[:-1]
+    assert [s.label for s in only.steps if s.name != "pytorch"] == [
+        s.label for s in everything.steps if s.name != "pytorch"
+    ]
+    with pytest.raises(ToolError, match=rf"^Python 2\.7 has no pytorch output in {re.escape(config.name)} "):
+        Rehearsal(config, work_root=tmp_path, pythons=frozenset({"2.7"}))
+    assert main(["rehearse", str(config), "--python", "2.7", "--work-dir", str(tmp_path / "w")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: Python 2.7 has no pytorch output") and "\n" not in error
+    assert not (tmp_path / "w").exists() or not any((tmp_path / "w").iterdir())
