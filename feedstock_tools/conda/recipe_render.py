@@ -476,8 +476,9 @@ def _parsed_yaml(text: str) -> Any:
 
 
 def _copy_of(data: Any) -> Any:
-    """A deep copy of a parsed YAML document (dicts, lists and immutable scalars), three times as fast as
-    copy.deepcopy, which a render calls for every document it parses (3,474 times in a ``check``)."""
+    """A deep copy of a parsed YAML document (dicts, lists and immutable scalars), which a render makes of
+    every document it parses (3,474 in a ``check``): 0.016 s where copy.deepcopy takes 0.028 s for the 92
+    documents of one configuration's render (measured)."""
     if isinstance(data, dict):
         return {key: _copy_of(value) for key, value in data.items()}
     if isinstance(data, list):

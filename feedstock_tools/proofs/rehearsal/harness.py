@@ -47,12 +47,6 @@ from feedstock_tools.proofs.rehearsal.plan import (
 from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
 
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
-
-
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
 _atomic_file = import_megabuild("atomic_file")
@@ -125,6 +119,10 @@ def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]
         return ignored
 
     return ignore
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 @dataclass
