@@ -15,8 +15,8 @@ from feedstock_tools.proofs.rehearsal import prefixes
 
 # The CPythons of the recipe's Python matrix this project's machines and CI have (3.14 is not installed).
 HOST_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
-# The rehearsal's own venv cache (``python -m feedstock_tools rehearse`` with the default work root), so the
-# templates are made once for the command line and every test.
+# The rehearsal's own venv cache (the per-user cache ``python -m feedstock_tools rehearse`` uses by
+# default), so the templates are made once for the command line and every test.
 VENV_CACHE = user_cache.rehearsal_cache()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.configuration import read_configuration, version_key
 from feedstock_tools.proofs.rehearsal import conclude, prefixes
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_RECIPE_DIR, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import PYTORCH, plan_steps
@@ -60,7 +60,7 @@ def two_pythons(config: Path, recipe_dir: Path = DEFAULT_RECIPE_DIR) -> frozense
             for step in plan_steps(configuration, recipe_dir)
             if step.name == PYTORCH and prefixes.find_interpreter(step.python) is not None
         },
-        key=lambda version: tuple(map(int, version.split("."))),
+        key=version_key,
     )
     first = configuration.python_min if configuration.python_min in offered else offered[0]
     return frozenset({first, offered[-1]})

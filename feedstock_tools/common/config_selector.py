@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock_tools.common.configuration import Configuration, read_configuration
+from feedstock_tools.common.configuration import Configuration, read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
 
 CI_SUPPORT = ".ci_support"
@@ -161,7 +161,7 @@ class ConfigFilter:
                 "--cuda",
                 self.cuda,
                 # versions in numeric order (12.8 before 12.9 before 13.0), whatever order the files come in
-                [*cuda_words, *sorted({c.cuda for c in configs if c.cuda is not None}, key=_version_key)],
+                [*cuda_words, *sorted({c.cuda for c in configs if c.cuda is not None}, key=version_key)],
             ),
         )
         for option, value, known in checks:
@@ -209,7 +209,3 @@ def resolve_by_fields(folder: Path, preferred: Sequence[ConfigFilter], choose_wi
             f"name the one to use with {choose_with}"
         )
     return matching[0]
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part.isdigit())

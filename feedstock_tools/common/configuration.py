@@ -64,6 +64,12 @@ class PythonVersion:
         return self.build.lstrip("*")
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """A configuration's version (a Python's ``3.10``, a CUDA ``12.9``) as numbers, for ordering: ``3.10``
+    after ``3.9``."""
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
 def cuda_version(variant: Mapping[str, Any]) -> str | None:
     """The CUDA version of a variant (a ``.ci_support`` file's lists, or one variant's values); None for
     none."""
@@ -157,7 +163,7 @@ class Configuration(Mapping[str, Any]):
             return self._python(given).version
         if not self.pythons:
             raise InputError(f"{self.path}: neither python_min nor python; {RERENDER}")
-        return min((p.version for p in self.pythons), key=lambda v: tuple(map(int, v.split("."))))
+        return min((p.version for p in self.pythons), key=version_key)
 
     @property
     def docker_image(self) -> str | None:

@@ -24,7 +24,7 @@ from functools import cached_property
 from pathlib import Path
 
 from feedstock_tools.common import full_device, interruption, user_cache
-from feedstock_tools.common.configuration import Configuration, read_configuration
+from feedstock_tools.common.configuration import Configuration, read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.common.run_lock import RunLock
@@ -121,10 +121,6 @@ def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]
     return ignore
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
-
-
 @dataclass
 class StepResult:
     step: Step
@@ -174,7 +170,8 @@ class Rehearsal:
     # Give every output a fresh copy of the work directory as it was after the top-level build (what
     # conda-build's documentation describes) instead of the shared one (what its code does).
     fresh_work_dir: bool = False
-    # venv templates and the built libmagma; kept between runs (default: <work_root>/.cache)
+    # venv templates and the built libmagma; kept between runs (default: the per-user rehearsal cache,
+    # common/user_cache.py)
     cache_root: Path | None = None
     # only the pytorch outputs of these Pythons ("3.12"), or None: every Python of the configuration this
     # machine has. Two (pass 1's and another) show every kind of pass in a shorter rehearsal.
@@ -214,7 +211,7 @@ class Rehearsal:
             if unknown:
                 raise ToolError(
                     f"Python {', '.join(unknown)} has no pytorch output in {self.config_path.name} (it has "
-                    f"{', '.join(sorted(offered, key=_version_key))}): pick among those"
+                    f"{', '.join(sorted(offered, key=version_key))}): pick among those"
                 )
             self.left_out = [s for s in steps if s.name == PYTORCH and s.python not in self.pythons]
             steps = [s for s in steps if s not in self.left_out]

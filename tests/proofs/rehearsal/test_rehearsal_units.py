@@ -11,7 +11,7 @@ import pytest
 from recipe_matrix import RECIPE_VERSION
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.configuration import read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import ninja_log, resolve_config
 from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal, reversed_variants
@@ -37,7 +37,7 @@ def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
     assert steps[0].name == "libtorch-split"
     assert [step.name for step in steps[1:]] == [output.name for output in rendered.outputs]
     pythons = [step.python for step in steps if step.name == "pytorch"]
-    assert "3.14" in pythons and pythons == sorted(pythons, key=lambda v: tuple(map(int, v.split("."))))
+    assert "3.14" in pythons and pythons == sorted(pythons, key=version_key)
     magma = {step.variant["magma_variant"] for step in steps if step.name == "libtorch-cuda-linalg"}
     assert magma == {"magma", "nomagma"}
     assert not next(step for step in steps if step.name == "pytorch-gpu").has_script
