@@ -2,7 +2,7 @@
 
 Two ways a command learns of it: an ``OSError`` ENOSPC (or EDQUOT, a full quota) on a write of its own,
 which the CLI dispatcher turns into this line for every subcommand; or a child process that failed and
-whose log says "No space left on device" (pip making the rehearsal's venv templates, a build script, pip
+whose log says "No space left on device" (uv making the rehearsal's venv templates, a build script, pip
 downloading wheels), where the command would otherwise blame the network or the build. The line names the
 device's directory, its free space, and where else the command can write: TMPDIR for temporary files, the
 command's own work or cache directory.
@@ -20,7 +20,13 @@ from pathlib import Path
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # what a child's log says of a full device (strerror of ENOSPC and EDQUOT on Linux and macOS)
 _LOG_SIGNS = re.compile(r"No space left on device|Disk quota exceeded")
-_LOG_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded)\W*:\s*'([^']+)'")
+# the path it names: Python's OSError puts it after the words ("...device: '/tmp/x'"), Rust's io::Error as
+# uv 0.13.9 prints it before them ("...to /tmp/x/.tmpgwlY1y: No space left on device (os error 28)", seen
+# here on a full 2 MiB tmpfs)
+_LOG_PATH = re.compile(
+    r"(?:No space left on device|Disk quota exceeded)\W*:\s*'(?P<after>[^']+)'"
+    r"|(?P<before>/[^\s`']+)`?: (?:No space left on device|Disk quota exceeded) \(os error"
+)
 
 
 def full_error(exc: BaseException | None) -> OSError | None:
@@ -78,7 +84,8 @@ def full_log_line(what: str, log: Path, work_dir: Path | None = None) -> str:
     """``<what> failed: the device holding D is full (its log says ...)``, for a child whose log says so."""
     text = log.read_text(errors="replace") if log.is_file() else ""
     path = _LOG_PATH.search(text)
-    directory = _existing(Path(path[1])) if path else Path(tempfile.gettempdir())
+    named = path and (path["after"] or path["before"])
+    directory = _existing(Path(named)) if named else Path(tempfile.gettempdir())
     directory = directory if directory.is_dir() else directory.parent
     return (
         f"{what} failed: the device holding {directory} is full (its log {log} says 'No space left on "

@@ -1,6 +1,6 @@
 """A full device is named as the cause in one line, whichever command meets it: the CLI dispatcher for an
 ENOSPC/EDQUOT of any subcommand (or one below a ToolError), and the commands whose child process failed
-with "No space left on device" in its log (the rehearsal's pip, which would otherwise blame PyPI)."""
+with "No space left on device" in its log (the rehearsal's uv, which would otherwise blame PyPI)."""
 
 from __future__ import annotations
 
@@ -56,40 +56,48 @@ def test_another_os_error_is_not_called_a_full_device(
         main(["cache-diff", str(tmp_path), str(tmp_path)])
 
 
+def _fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, install_says: str) -> None:
+    """``uv`` as a script whose ``venv`` succeeds and whose ``pip install`` fails with what the real one
+    printed here (uv 0.13.9); a CPython 3.12."""
+    uv = tmp_path / "uv"
+    uv.write_text(f'#!/bin/sh\n[ "$1" = venv ] && exit 0\nprintf \'%s\\n\' "{install_says}" >&2\nexit 2\n')
+    uv.chmod(uv.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(prefixes, "uv_binary", lambda: str(uv))
+    monkeypatch.setattr(prefixes, "find_interpreter", lambda _minor: tmp_path / "python3.12")
+
+
 def test_a_venv_template_on_a_full_device_blames_the_device_not_pypi(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An interpreter whose venv step fails as CPython's does on a full TMPDIR: the log's 'No space left on
-    device' is the cause, with the device's directory (the path the log names)."""
+    """uv's install fails as it did on a full 2 MiB tmpfs here (its words, paths changed): the log's 'No space
+    left on device' is the cause, with the device's directory (the path the log names, before the words)."""
     full = tmp_path / "full-tmp"
-    full.mkdir()
-    interpreter = tmp_path / "python3.12"
-    interpreter.write_text(
-        "#!/bin/sh\n"
-        f"echo \"OSError: [Errno 28] No space left on device: '{full}/pip-unpack-x'\" >&2\n"
-        "exit 1\n"
-    )
-    interpreter.chmod(interpreter.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(prefixes, "find_interpreter", lambda _minor: interpreter)
+    (full / "numpy.libs").mkdir(parents=True)
+    _fake_uv(tmp_path, monkeypatch, (
+        "error: Failed to install: numpy-2.5.5-cp312-cp312-manylinux_2_28_x86_64.whl (numpy==2.5.5)\n"
+        f"  cause: failed to copy file from /root/.cache/uv/archive-v0/K/numpy.libs/x.so to "
+        f"{full}/numpy.libs/.tmpgwlY1y: No space left on device (os error 28)"
+    ))  # fmt: skip
     log = tmp_path / "setup.log"
     with pytest.raises(ToolError) as raised:
         prefixes._make_venv_template(tmp_path / "cache" / "venv-3.12", "3.12", log, ("numpy",))
     line = str(raised.value)
     assert "PyPI" not in line and "\n" not in line
-    assert f"the device holding {full} is full (its log {log} says 'No space left on device'" in line
+    assert line.startswith("making the Python 3.12 venv template (uv pip) failed: ")
+    says = f"(its log {log} says 'No space left on device'"
+    assert f"the device holding {full / 'numpy.libs'} is full {says}" in line
     assert f"{tmp_path / 'cache'}" in line  # where else it can write: the cache directory
 
 
 def test_a_venv_template_that_fails_otherwise_still_names_pypi(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    interpreter = tmp_path / "python3.12"
-    interpreter.write_text(
-        "#!/bin/sh\necho 'ERROR: Could not find a version that satisfies numpy' >&2\nexit 1\n"
-    )
-    interpreter.chmod(interpreter.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(prefixes, "find_interpreter", lambda _minor: interpreter)
-    with pytest.raises(ToolError, match="PyPI must be reachable"):
+    """uv's words for a requirement PyPI cannot meet (as it printed them here for numpy==0.0.1)."""
+    _fake_uv(tmp_path, monkeypatch, (
+        "error: No solution found when resolving dependencies\n  cause: Because there is no version of "
+        "numpy==0.0.1 and you require numpy==0.0.1, we can conclude that your requirements are unsatisfiable."
+    ))  # fmt: skip
+    with pytest.raises(ToolError, match=r"\(uv pip failed\): PyPI must be reachable"):
         prefixes._make_venv_template(tmp_path / "venv-3.12", "3.12", tmp_path / "setup.log", ("numpy",))
 
 

@@ -50,7 +50,7 @@ PYPI_NAMES = {
 # The venv the tests' host_pythons fixture uses: what the stand-in's setup.py needs besides Python.
 DEFAULT_PIP_PACKAGES = ("numpy", "packaging", "setuptools>=77.0.3,<82")
 # Bumped when the template recipe changes, so stale caches are not reused.
-TEMPLATE_FORMAT = "3"
+TEMPLATE_FORMAT = "4"
 _CONDA_VERSION = re.compile(r"^[<>=!~]*[0-9][0-9A-Za-z.*]*$")
 
 
@@ -162,25 +162,18 @@ def venv_template(
     packages: Sequence[str] = DEFAULT_PIP_PACKAGES,
     progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """A venv of CPython ``minor`` with exactly ``packages`` (pip requirements) and their dependencies,
-    made once per interpreter and package list and reused. ``progress`` hears of a wait for another run's
-    lock and of the making, which takes a minute or more (pip from PyPI).
-
-    A template is a copy of a smaller one with the rest installed on top (:func:`base_packages`): venv's
-    ensurepip and numpy's install are most of a template's time, and a fresh clone on a new machine makes
-    sixteen (four Pythons, four host lists)."""
+    """A venv of CPython ``minor`` with pip, ``packages`` (pip requirements) and their dependencies, made once
+    per interpreter and package list and reused. ``progress`` hears of a wait for another run's lock and of
+    the making (uv from PyPI: seconds, most of them downloads on a machine's first run)."""
     template = template_dir(cache_dir, minor, packages)
     if (template / ".complete").exists():
         return template
-    base_list = base_packages(packages)
-    # made before this template's lock is taken (a lock of its own, but one lock held at a time is simpler)
-    base = None if base_list is None else venv_template(cache_dir, minor, log, base_list, progress)
     say = progress or (lambda _line: None)
     with cache_lock(cache_dir, template.name, on_wait=say):
         if not (template / ".complete").exists():
-            say(f"      making it once (pip from PyPI; log {log}) ...")
+            say(f"      making it once (uv from PyPI; log {log}) ...")
             started = time.monotonic()
-            _make_venv_template(template, minor, log, tuple(packages), base)
+            _make_venv_template(template, minor, log, tuple(packages))
             say(f"      made {template.name} in {time.monotonic() - started:.0f} s")
     return template
 
@@ -194,67 +187,49 @@ def template_dir(cache_dir: Path, minor: str, packages: Sequence[str]) -> Path:
     return cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
 
 
-def base_packages(packages: Sequence[str]) -> tuple[str, ...] | None:
-    """The package list of the template that the one of ``packages`` is copied from: the tests' default
-    list when ``packages`` holds it and more, else the pip-only venv; None for the pip-only venv itself."""
-    if not packages:
-        return None
-    if set(DEFAULT_PIP_PACKAGES) < set(packages):
-        return DEFAULT_PIP_PACKAGES
-    return ()
+def uv_binary() -> str:
+    """The ``uv`` executable of requirements-dev.txt's ``uv`` package, which makes the venv templates."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise ToolError(
+            f"uv is not installed for {sys.executable}: the rehearsal makes its venvs with it; "
+            "install it with 'python -m pip install -r requirements-dev.txt'"
+        ) from None
+    return find_uv_bin()
 
 
-def _make_venv_template(
-    template: Path, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
-) -> None:
+def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[str, ...]) -> None:
+    """uv rather than venv and pip: all twenty templates of a first run took 150 s of CPU with venv's
+    ensurepip and pip, 13 s with uv (measured; docs/ci-time.md). Every template holds pip, as conda's host
+    prefixes do: conda adds pip to python's dependencies (conda 26.7.1 conda/base/context.py:221,
+    ``add_pip_as_python_dependency`` defaults to True). Nothing else: no setuptools a host list lacks."""
     interpreter = find_interpreter(minor)
     if interpreter is None:
         raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
+    uv = uv_binary()
     shutil.rmtree(template, ignore_errors=True)
+    commands = [
+        [uv, "venv", "--quiet", "--python", str(interpreter), str(template)],
+        # copies, not links into uv's cache: steps hard-link a template's files into PREFIX, and a build
+        # that wrote into one must not reach the cache; bytecode compiled once here, as pip did, and not
+        # by every step's first import
+        [uv, "pip", "install", "--quiet", "--link-mode", "copy", "--compile-bytecode",
+         "--python", str(template / "bin" / "python"), "pip", *packages],
+    ]  # fmt: skip
     with log.open("a") as out:
-        try:
-            if base is None:
-                subprocess.run(
-                    [str(interpreter), "-m", "venv", str(template)], check=True, stdout=out, stderr=out
-                )
-            else:
-                copy_venv(base, template)
-            python = str(template / "bin" / "python")
-            if packages:
-                subprocess.run(
-                    [python, "-m", "pip", "install", "--quiet", *packages], check=True, stdout=out, stderr=out
-                )
-            # ensurepip leaves setuptools in 3.10/3.11 venvs: a host list without it must not have it
-            if base is None and not any(re.match(r"setuptools\b", spec) for spec in packages):
-                subprocess.run(
-                    [python, "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"],
-                    check=True,
-                    stdout=out,
-                    stderr=out,
-                )
-        except subprocess.CalledProcessError as exc:
-            what = f"making the Python {minor} venv template ({exc.cmd[2]})"
-            if full_device.log_says_full(log):
-                raise ToolError(full_device.full_log_line(what, log, template.parent)) from exc
-            raise ToolError(
-                f"could not make the Python {minor} venv template ({exc.cmd[2]} failed): PyPI must be "
-                f"reachable for the first run; details in {log}"
-            ) from exc
+        for command in commands:
+            try:
+                subprocess.run(command, check=True, stdout=out, stderr=out)
+            except subprocess.CalledProcessError as exc:
+                what = f"making the Python {minor} venv template (uv {command[1]})"
+                if full_device.log_says_full(log):
+                    raise ToolError(full_device.full_log_line(what, log, template.parent)) from exc
+                raise ToolError(
+                    f"could not make the Python {minor} venv template (uv {command[1]} failed): PyPI must "
+                    f"be reachable for the first run; details in {log}"
+                ) from exc
     _atomic_file.write_text(template / ".complete", "ok\n")
-
-
-def copy_venv(source: Path, destination: Path) -> None:
-    """A copy of the venv ``source`` that is a venv at ``destination``: its ``bin/python`` links to the base
-    interpreter by absolute path and so still work; the scripts venv and pip wrote (``activate``, ``pip``'s
-    shebang) and ``pyvenv.cfg`` name ``source``, and are rewritten to name ``destination``."""
-    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(".complete"))
-    old, new = os.fsencode(source), os.fsencode(destination)
-    for path in [destination / "pyvenv.cfg", *(destination / "bin").iterdir()]:
-        if path.is_symlink() or not path.is_file():
-            continue
-        data = path.read_bytes()
-        if old in data:
-            _atomic_file.write_bytes(path, data.replace(old, new), mode=path.stat().st_mode)
 
 
 def build_prefix_template(cache_dir: Path) -> Path:

@@ -288,7 +288,10 @@ def merge_prefixes(prefixes: dict[str, Path], environment: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             if source.is_symlink():
                 os.symlink(os.readlink(source), target)
-            else:
+                continue
+            try:  # hard links where it can, as conda links a package's files (conda 26.7.1 core/link.py:100)
+                os.link(source, target)
+            except OSError:
                 shutil.copy2(source, target)
 
 
