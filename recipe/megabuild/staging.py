@@ -123,10 +123,39 @@ def rule_claims(rule: Rule, tree: Tree, path: str, shlib_ext: str = ".so") -> bo
 
 
 def rules_claiming(rules: Iterable[Rule], tree: Tree, shlib_ext: str = ".so") -> Callable[[str], list[Rule]]:
-    """The rules among ``rules`` that claim a path of ``tree``, as a function of the path: the rules of
-    the tree and their regular expressions picked once, for asking about every file of a wheel."""
-    candidates = [(rule, _claim_test(rule, shlib_ext)) for rule in rules if rule.tree == tree]
-    return lambda path: [rule for rule, claims in candidates if claims(path)]
+    """The rules among ``rules`` that claim a path of ``tree`` (in their order), as a function of the path:
+    the rules of the tree and their regular expressions picked once, for asking about every file of a
+    wheel. A path is asked only of the rules whose literal beginning it can have, picked once per
+    directory: a bump asks 177,000 paths of eight wheels, and most patterns begin with their directory
+    (``torch/include/ATen/**``)."""
+    candidates = [
+        (rule, _claim_test(rule, shlib_ext), _literal_prefix(rule.pattern))
+        for rule in rules
+        if rule.tree == tree
+    ]
+    by_directory: dict[str, list[tuple[Rule, Callable[[str], bool]]]] = {}
+
+    def claiming(path: str) -> list[Rule]:
+        directory = path[: path.rfind("/") + 1]  # with its "/"; "" for a file at the top
+        chosen = by_directory.get(directory)
+        if chosen is None:
+            # a prefix no longer than the directory decides for all its files; a longer one may still fit
+            chosen = [
+                (rule, claims)
+                for rule, claims, prefix in candidates
+                if directory.startswith(prefix) or prefix.startswith(directory)
+            ]
+            by_directory[directory] = chosen
+        return [rule for rule, claims in chosen if claims(path)]
+
+    return claiming
+
+
+def _literal_prefix(pattern: str) -> str:
+    """What every path ``pattern`` matches begins with: the pattern up to its first wildcard or
+    shared-library token."""
+    ends = [index for index in (pattern.find(mark) for mark in ("*", "?", SHLIB_TOKEN)) if index >= 0]
+    return pattern[: min(ends, default=len(pattern))]
 
 
 @cache

@@ -260,3 +260,25 @@ def test_untagged_extension_module_names_the_cross_fix(tmp_path: Path) -> None:
     touch(tree / "torch" / "_C.so")
     with pytest.raises(StagingError, match=r"found: _C\.so\).*Python_SOABI from the target interpreter"):
         staging.require_extension_module(tree, ".cpython-312-aarch64-linux-gnu.so", "3.12")
+
+
+@pytest.mark.parametrize("listing", ["macos-arm64", "cuda130"])
+def test_rules_claiming_answers_as_asking_every_rule(listing: str) -> None:
+    """``rules_claiming`` asks a path only of the rules whose literal beginning it can have: for every file
+    of a real wheel, in every tree it takes, it names the same rules in the same order as asking each."""
+    from feedstock_tools.proofs.wheels.wheel_layout import read_file_list
+    from feedstock_tools.release.staging_rows import tree_paths
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    files = read_file_list(data / f"torch-2.13.0-{listing}-wheel-files.txt.gz")
+    shlib = ".dylib" if listing.startswith("macos") else ".so"
+    places = [place for listed in files for place in tree_paths(listed.path)]
+    trees = {tree for tree, _path in places}
+    claiming = {tree: staging.rules_claiming(RULES, tree, shlib) for tree in trees}
+    differing = [
+        (tree, path)
+        for tree, path in places
+        if claiming[tree](path) != [rule for rule in RULES if staging.rule_claims(rule, tree, path, shlib)]
+    ]
+    assert len(places) > len(files) > 10_000 and trees == {"setuptools", "install", "metadata"}
+    assert differing == []
