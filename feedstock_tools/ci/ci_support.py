@@ -70,9 +70,8 @@ from feedstock_tools.conda.variants import (
     squish,
     variant_add,
 )
+from feedstock_tools.conda.yaml_load import safe_load
 
-# The C loader when PyYAML has it: the recipe is rendered once per distinct variant.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 CI_SUPPORT = ".ci_support"
 
 # Keys conda-smithy keeps in every CI file whether or not the recipe mentions them (conda-smithy 2026.8.5
@@ -200,7 +199,7 @@ def _render_cached(
     if (selected, key) not in _RENDERED:
         try:
             text = _template(selected).render(**context)
-            loaded = yaml.load(text, Loader=_YAML_LOADER) or {}
+            loaded = safe_load(text) or {}
         except (jinja2.TemplateError, yaml.YAMLError) as exc:
             raise ToolError(f"meta.yaml does not render for {context.get('target_platform')}: {exc}") from exc
         _RENDERED[(selected, key)] = loaded if isinstance(loaded, dict) else {}

@@ -14,6 +14,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.variants import as_list
 from feedstock_tools.conda.yaml_errors import yaml_error
+from feedstock_tools.conda.yaml_load import safe_load
 
 # conda-smithy's defaults for the parts of conda-forge.yml this generator reads
 # (conda_smithy/data/conda-forge.yml); the feedstock's file overrides them key by key.
@@ -80,7 +81,7 @@ def read_forge_settings(path: Path) -> ForgeSettings:
         raise ToolError(f"{path} not found: conda-smithy needs a conda-forge.yml in the feedstock root")
     text = read_text(path)
     try:
-        loaded = yaml.safe_load(text) or {}
+        loaded = safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise yaml_error(path, exc, text) from None
     if not isinstance(loaded, dict):

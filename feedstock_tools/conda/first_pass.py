@@ -33,6 +33,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
 from feedstock_tools.conda.yaml_errors import rendered_yaml_error
+from feedstock_tools.conda.yaml_load import safe_load
 
 # The names conda-build defines on the first pass that this recipe reads besides the selector namespace:
 # its Jinja functions (jinja_context.py context_processor) and the package variables (environ.py get_dict).
@@ -80,7 +81,7 @@ def _compiled_template(text: str) -> jinja2.Template:
 
 @functools.lru_cache(maxsize=32)
 def _parsed_yaml(text: str) -> Any:
-    return yaml.safe_load(text) or {}
+    return safe_load(text) or {}
 
 
 def render_first_pass(

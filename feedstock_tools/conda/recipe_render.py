@@ -75,6 +75,7 @@ from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS, VariantError, explode
 from feedstock_tools.conda.yaml_errors import rendered_yaml_error
+from feedstock_tools.conda.yaml_load import SAFE_LOADER
 
 HASH_LENGTH = 7
 # conda-build renders PKG_HASH as a placeholder and substitutes the real hash into the final string.
@@ -109,7 +110,7 @@ _STRINGIFY_NUMBERS = {
 }
 
 
-class _StringifyNumbersLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _StringifyNumbersLoader(SAFE_LOADER):  # type: ignore[misc]
     """A safe YAML loader that keeps numbers as strings, as conda-build's StringifyNumbersLoader does."""
 
     yaml_implicit_resolvers = _STRINGIFY_NUMBERS

@@ -24,6 +24,7 @@ import yaml
 from feedstock_tools.common.errors import InputError
 from feedstock_tools.conda.selectors import SelectorError, select_numbered_lines, selector_namespace
 from feedstock_tools.conda.yaml_errors import yaml_error, yaml_problem
+from feedstock_tools.conda.yaml_load import base_load
 
 Spec = dict[str, Any]
 Variant = dict[str, Any]
@@ -72,7 +73,7 @@ def parse_variant_text(
             raise
         raise InputError(f"{source}: {exc}; fix the selector") from None
     try:
-        loaded = yaml.load(selected, Loader=yaml.BaseLoader) or {}
+        loaded = base_load(selected) or {}
     except yaml.YAMLError as exc:
         if source is None:
             raise VariantError(f"not valid YAML ({yaml_problem(exc)})") from None
@@ -429,5 +430,5 @@ def variant_add(base: Spec, migration: Spec) -> Spec:
 
 def migration_timestamp(text: str) -> float:
     """The ``migrator_ts`` of a migration file, which decides the order migrations are applied in."""
-    loaded = yaml.load(text, Loader=yaml.BaseLoader) or {}
+    loaded = base_load(text) or {}
     return float(loaded.get("migrator_ts", -1.0)) if isinstance(loaded, dict) else -1.0

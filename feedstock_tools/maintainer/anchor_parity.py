@@ -33,6 +33,7 @@ from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.recipe_render import RenderedOutput, render_recipe
 from feedstock_tools.conda.script_env import script_environment
+from feedstock_tools.conda.yaml_load import safe_load
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
 TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a feedstock root
@@ -75,7 +76,7 @@ class Table:
 
 def load_table(path: Path = TABLE_FILE) -> Table:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
         families = {
             name: Family(name, str(f["config"]), int(f["cpu_count"]), int(f["memory_gib"]))
             for name, f in data["families"].items()

@@ -47,6 +47,7 @@ from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
+from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.maintainer import anchor_parity, render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 
@@ -420,7 +421,7 @@ def check_recipe_v1(root: Path, configs: Sequence[Path] | None = None) -> list[F
 def _yaml_problem(path: Path) -> str | None:
     """Why a file is not YAML (its line and column), None when it is."""
     try:
-        yaml.safe_load(path.read_text(encoding="utf-8"))
+        safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         return f"cannot read it ({exc}); restore it from git"
     except yaml.YAMLError as exc:

@@ -22,6 +22,7 @@ from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.recipe_render import render_variant_data
 from feedstock_tools.conda.selectors import SelectorError
 from feedstock_tools.conda.variants import VariantError, parse_variant_text
+from feedstock_tools.conda.yaml_load import safe_load
 
 # Selectors in conda-forge's pinning guard CUDA entries with os.environ["CF_CUDA_ENABLED"]; the CI
 # jobs that build CUDA variants set it, so the table does too.
@@ -83,7 +84,7 @@ def conda_forge_pins(pinning_dir: Path, subdir: str) -> dict[str, list[str]]:
 
 def _migrator_header(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(read_text(path)) or {}
+        data = safe_load(read_text(path)) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise PinReadError(f"{path}: {exc}") from exc
     header = data.get("__migrator", {}) if isinstance(data, dict) else {}

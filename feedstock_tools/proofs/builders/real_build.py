@@ -42,6 +42,7 @@ from feedstock_tools.common.configuration import Configuration, read_configurati
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import rattler_render
+from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.proofs.builders import local_channel, package_diff, real_build_conda
 from feedstock_tools.proofs.builders.build_watch import BuildWatch
 from feedstock_tools.proofs.solve.solve_check import Machine, machine_of, virtual_packages
@@ -248,7 +249,7 @@ def prepare_recipe(
     if reports is not None:
         reports.mkdir(parents=True, exist_ok=True)
         wrap_build_script(shared, reports)
-    recipe = yaml.safe_load((v1_dir / "recipe.yaml").read_text())
+    recipe = safe_load((v1_dir / "recipe.yaml").read_text())
     # the tarball (the entry with a url) becomes the stand-in; the path sources (recipe/'s test files) stay
     sources = recipe["source"] if isinstance(recipe["source"], list) else [recipe["source"]]
     recipe["source"] = [{"path": str(source)} if "url" in s else s for s in sources]

@@ -26,6 +26,7 @@ from feedstock_tools.common.configuration import Configuration, PythonVersion, r
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.conda.recipe_render import RenderedOutput, apply_pin_expressions, render_recipe
+from feedstock_tools.conda.yaml_load import safe_load
 
 _atomic_file = import_megabuild("atomic_file")
 METADATA_FILE = Path(__file__).with_name("solve_metadata.yaml")
@@ -114,7 +115,7 @@ def record(
 
 def load_metadata(path: Path = METADATA_FILE) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ToolError(f"cannot read {path}: {str(exc).splitlines()[0]}; restore it from git") from exc
     if not isinstance(data, dict) or not {"run_exports", "dependencies"} <= set(data):

@@ -25,6 +25,7 @@ from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.proofs.solve.solve_channel import Channel, Record, build_channel
 
 REQUESTS_FILE = Path(__file__).with_name("solve_requests.yaml")
@@ -155,10 +156,8 @@ def verdict(expectation: str, outcome: Outcome) -> tuple[bool, str]:
 
 def load_requests(path: Path = REQUESTS_FILE) -> tuple[list[Machine], list[Request]]:
     try:
-        # libyaml's parser where PyYAML has it: every step of a rehearsal asks (0.25 s a read in Python's)
-        data = yaml.load(
-            path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        )
+        # every step of a rehearsal asks (0.25 s a read with PyYAML's Python parser)
+        data = safe_load(path.read_text(encoding="utf-8"))
         machines = [
             Machine(
                 str(m["name"]),
