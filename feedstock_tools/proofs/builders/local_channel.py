@@ -261,24 +261,53 @@ def python_packages(minor: str, build_glob: str) -> list[PackageDraft]:
     ]
 
 
-def wheel_packages(
-    minor: str, pip_requirements: Sequence[str], wheel_dir: Path, log: Path
-) -> list[PackageDraft]:
-    """Each wheel pip downloads for these requirements (with their dependencies), as a conda package of
-    this Python: the wheel's files under lib/python3.X/site-packages, its console scripts in bin/."""
+def wheel_packages(minor: str, pip_requirements: Sequence[str], wheel_dir: Path, log: Path) -> list[Path]:
+    """Each wheel pip downloads for these requirements (with their dependencies), as a ``.conda`` package of
+    this Python: the wheel's files under lib/python3.X/site-packages, its console scripts in bin/.
+
+    Made once per wheel and Python under ``wheel_dir/3.X/packages`` and kept, with the wheels each
+    requirement list resolved to: the CPU and CUDA channels ask for the same packages, and on a new machine
+    the second channel spent 19 s of CPU making them again (pip's resolution, compiling every module)."""
     interpreter = prefixes.find_interpreter(minor)
     assert interpreter is not None  # python_packages ran first
     target = wheel_dir / minor
     target.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(json.dumps(sorted(pip_requirements)).encode()).hexdigest()[:12]
+    resolved = target / f"resolved-{key}"  # the wheel names this requirement list resolved to
     # one Python's wheels are shared by the channels (CPU, CUDA), which two test workers may make at once
-    with prefixes.cache_lock(wheel_dir, minor), log.open("a") as out:
+    with prefixes.cache_lock(wheel_dir, minor):
+        wheels = _resolved_wheels(resolved, target)
+        if wheels is None:
+            wheels = _download(minor, interpreter, pip_requirements, target, log)
+            _atomic_file.write_text(resolved, "".join(f"{wheel.name}\n" for wheel in wheels))
+        return [
+            _packaged(wheel, minor, interpreter, target / "packages" / wheel.name, log) for wheel in wheels
+        ]
+
+
+def _resolved_wheels(resolved: Path, target: Path) -> list[Path] | None:
+    """The wheels an earlier download of the same requirements gave, when all of them are still there."""
+    if not resolved.is_file():
+        return None
+    wheels = [target / name for name in resolved.read_text().split()]
+    return wheels if all(wheel.is_file() for wheel in wheels) else None
+
+
+def _download(
+    minor: str, interpreter: Path, pip_requirements: Sequence[str], target: Path, log: Path
+) -> list[Path]:
+    """pip download's wheels for the requirements, with their dependencies, into ``target``."""
+    before = set(target.glob("*.whl"))
+    with log.open("a") as out:
         try:
-            subprocess.run(
+            run = subprocess.run(
                 [str(interpreter), "-m", "pip", "download", "--only-binary=:all:", "--dest", str(target),
                  *pip_requirements],
-                check=True, stdout=out, stderr=out,
+                check=True, stdout=subprocess.PIPE, stderr=out, text=True,
             )  # fmt: skip
         except subprocess.CalledProcessError as exc:
+            out.write(exc.stdout or "")
+            out.flush()
             if full_device.log_says_full(log):
                 raise ToolError(
                     full_device.full_log_line(f"local channel: pip download for Python {minor}", log, target)
@@ -287,19 +316,31 @@ def wheel_packages(
                 f"local channel: pip could not download {' '.join(pip_requirements)} for Python {minor} "
                 f"(step: wheels, exit {exc.returncode}); PyPI or pip's cache must have them: details in {log}"
             ) from exc
-        wheels = sorted(target.glob("*.whl"))  # listed under the lock: whole files only
-    drafts = []
-    for wheel in wheels:
-        try:
-            draft = _wheel_package(wheel, minor)
-        except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-            raise ToolError(
-                f"local channel: {wheel.name} will not repackage ({exc}) (step: wheel for Python {minor}); "
-                f"delete it from {target} and run again"
-            ) from exc
-        draft.files.update(bytecode(draft.files, interpreter, log))
-        drafts.append(draft)
-    return drafts
+        out.write(run.stdout)
+    # pip names each wheel it chose, downloaded now or already in the directory ("File was already
+    # downloaded <path>"): the wheels of this resolution, not every wheel an earlier one left there
+    named = {Path(word).name for word in run.stdout.split() if word.endswith(".whl")}
+    wheels = sorted(wheel for wheel in target.glob("*.whl") if wheel.name in named or wheel not in before)
+    return wheels
+
+
+def _packaged(wheel: Path, minor: str, interpreter: Path, directory: Path, log: Path) -> Path:
+    """The wheel's ``.conda`` package for this Python, made once into ``directory``."""
+    made = sorted(directory.glob("*.conda"))
+    if made:
+        return made[0]
+    try:
+        draft = _wheel_package(wheel, minor)
+    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise ToolError(
+            f"local channel: {wheel.name} will not repackage ({exc}) (step: wheel for Python {minor}); "
+            f"delete it from {wheel.parent} and run again"
+        ) from exc
+    draft.files.update(bytecode(draft.files, interpreter, log))
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=directory) as scratch:  # moved in whole: a crash leaves no half file
+        written = write_package(draft, Path(scratch))
+        return written.replace(directory / written.name)
 
 
 def bytecode(files: Mapping[str, bytes | Path], interpreter: Path, log: Path) -> dict[str, bytes]:
@@ -528,6 +569,7 @@ def _fill_channel(
     (channel / "noarch").mkdir()
     versions = {name: choose_version(name, specs, plan.pins.get(name)) for name, specs in plan.needs.items()}
     drafts: list[PackageDraft] = []
+    made: list[Path] = []  # packages made once for every channel (the wheels')
     done: set[str] = {"python", "python_abi"}
     for minor, glob in sorted(plan.pythons.items()):
         progress(f"      Python {minor}: the interpreter and the wheels of its packages, compiled to .pyc")
@@ -537,8 +579,8 @@ def _fill_channel(
             [s for n in plan.needs if n in prefixes.PYPI_NAMES for s in plan.needs[n]]
         )
         wheels = wheel_packages(minor, pip_reqs or pip_names, cache_dir / "wheels", log)
-        drafts += wheels
-        done |= {d.name for d in wheels}
+        made += wheels
+        done |= {wheel.name.rsplit("-", 2)[0] for wheel in wheels}
     for lang, name in plan.compilers.items():
         drafts.append(compiler_package(lang, name, versions.get(name, "0")))
         done.add(name)
@@ -560,7 +602,15 @@ def _fill_channel(
             continue
         for build in build_strings(specs):
             drafts.append(PackageDraft(name, versions[name], build))
-    progress(f"      writing {len(drafts)} packages")
+    progress(f"      writing {len(drafts)} packages, {len(made)} made before")
+    _write_all(drafts, made, out, cache_dir)
+    asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
+
+
+def _write_all(drafts: Sequence[PackageDraft], made: Sequence[Path], out: Path, cache_dir: Path) -> None:
+    """The packages into the channel's subdir: the drafts written, the packages made before copied."""
+    for package in made:
+        shutil.copy(package, out / package.name)
     for draft in drafts:
         try:
             write_package(draft, out)
@@ -569,7 +619,6 @@ def _fill_channel(
                 f"local channel: could not write {draft.name} {draft.version} ({exc}) (step: packaging); "
                 f"check the disk under {cache_dir}"
             ) from exc
-    asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
 
 
 def channel_size(channel: Path) -> int:

@@ -143,7 +143,11 @@ def test_a_wheel_that_will_not_repackage_is_one_line(tmp_path: Path, monkeypatch
     wheels = tmp_path / "wheels" / "3.12"
     wheels.mkdir(parents=True)
     (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
-    monkeypatch.setattr(local_channel.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0))
+    # pip as it answers for a wheel already in --dest (its words, pip 23.0.1 of CPython 3.10 here)
+    said = f"  File was already downloaded {wheels / 'broken-1.0-py3-none-any.whl'}\n"
+    monkeypatch.setattr(
+        local_channel.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=said)
+    )
     with pytest.raises(ToolError, match=r"broken-1\.0-py3-none-any\.whl will not repackage .*delete it from"):
         local_channel.wheel_packages("3.12", ["broken"], tmp_path / "wheels", tmp_path / "log")
 
