@@ -200,7 +200,7 @@ def uv_binary() -> str:
 
 
 def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[str, ...]) -> None:
-    """uv rather than venv and pip: all twenty templates of a first run took 150 s of CPU with venv's
+    """uv rather than venv and pip: the sixteen templates of a first run took 150 s of CPU with venv's
     ensurepip and pip, 13 s with uv (measured; docs/ci-time.md). Every template holds pip, as conda's host
     prefixes do: conda adds pip to python's dependencies (conda 26.7.1 conda/base/context.py:221,
     ``add_pip_as_python_dependency`` defaults to True). Nothing else: no setuptools a host list lacks."""
