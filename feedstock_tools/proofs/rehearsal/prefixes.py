@@ -49,8 +49,11 @@ PYPI_NAMES = {
 }
 # The venv the tests' host_pythons fixture uses: what the stand-in's setup.py needs besides Python.
 DEFAULT_PIP_PACKAGES = ("numpy", "packaging", "setuptools>=77.0.3,<82")
+# The packages whose install and byte-compiling are most of a template's time (numpy, setuptools: 6 s of
+# CPU a Python): a template of a host list asking for them is made from a shared one of only them.
+SHARED_BASE = frozenset({"numpy", "setuptools"})
 # Bumped when the template recipe changes, so stale caches are not reused.
-TEMPLATE_FORMAT = "4"
+TEMPLATE_FORMAT = "5"
 _CONDA_VERSION = re.compile(r"^[<>=!~]*[0-9][0-9A-Za-z.*]*$")
 
 
@@ -164,16 +167,22 @@ def venv_template(
 ) -> Path:
     """A venv of CPython ``minor`` with pip, ``packages`` (pip requirements) and their dependencies, made once
     per interpreter and package list and reused. ``progress`` hears of a wait for another run's lock and of
-    the making (uv from PyPI: seconds, most of them downloads on a machine's first run)."""
+    the making (uv from PyPI: seconds, most of them downloads on a machine's first run).
+
+    A template holding numpy or setuptools is a copy of one holding only those (and pip) with the rest
+    installed on top (:func:`base_packages`): byte-compiling them is most of a template's time."""
     template = template_dir(cache_dir, minor, packages)
     if (template / ".complete").exists():
         return template
+    base_list = base_packages(packages)
+    # made before this template's lock is taken (a lock of its own, but one lock held at a time is simpler)
+    base = None if base_list is None else venv_template(cache_dir, minor, log, base_list, progress)
     say = progress or (lambda _line: None)
     with cache_lock(cache_dir, template.name, on_wait=say):
         if not (template / ".complete").exists():
             say(f"      making it once (uv from PyPI; log {log}) ...")
             started = time.monotonic()
-            _make_venv_template(template, minor, log, tuple(packages))
+            _make_venv_template(template, minor, log, tuple(packages), base)
             say(f"      made {template.name} in {time.monotonic() - started:.0f} s")
     return template
 
@@ -185,6 +194,14 @@ def template_dir(cache_dir: Path, minor: str, packages: Sequence[str]) -> Path:
     key_text = "\n".join([str(find_interpreter(minor)), *sorted(packages)])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:10]
     return cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
+
+
+def base_packages(packages: Sequence[str]) -> tuple[str, ...] | None:
+    """The package list of the template that the one of ``packages`` is copied from: its own requirements
+    of :data:`SHARED_BASE`'s packages, so every host list asking the same of them shares one; None when it
+    asks for none of them, or for nothing else."""
+    base = tuple(spec for spec in packages if re.split(r"[<>=!~ ;\[]", spec, maxsplit=1)[0] in SHARED_BASE)
+    return base if base and len(base) < len(packages) else None
 
 
 def uv_binary() -> str:
@@ -199,24 +216,29 @@ def uv_binary() -> str:
     return find_uv_bin()
 
 
-def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[str, ...]) -> None:
+def _make_venv_template(
+    template: Path, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
+) -> None:
     """uv rather than venv and pip: the sixteen templates of a first run took 150 s of CPU with venv's
-    ensurepip and pip, 13 s with uv (measured; docs/ci-time.md). Every template holds pip, as conda's host
-    prefixes do: conda adds pip to python's dependencies (conda 26.7.1 conda/base/context.py:221,
-    ``add_pip_as_python_dependency`` defaults to True). Nothing else: no setuptools a host list lacks."""
+    ensurepip and pip, 13 s with uv, whose byte-compiling then took 110 s more, and 44 s with the shared
+    bases (measured; docs/ci-time.md). Every template holds pip, as conda's host prefixes do: conda adds pip
+    to python's dependencies (conda 26.7.1 conda/base/context.py:221, ``add_pip_as_python_dependency``
+    defaults to True). Nothing else: no setuptools a host list lacks."""
     interpreter = find_interpreter(minor)
     if interpreter is None:
         raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
     uv = uv_binary()
     shutil.rmtree(template, ignore_errors=True)
-    commands = [
-        [uv, "venv", "--quiet", "--python", str(interpreter), str(template)],
-        # copies, not links into uv's cache: steps hard-link a template's files into PREFIX, and a build
-        # that wrote into one must not reach the cache; bytecode compiled once here, as pip did, and not
-        # by every step's first import
-        [uv, "pip", "install", "--quiet", "--link-mode", "copy", "--compile-bytecode",
-         "--python", str(template / "bin" / "python"), "pip", *packages],
-    ]  # fmt: skip
+    # copies, not links into uv's cache: steps hard-link a template's files into PREFIX, and a build that
+    # wrote into one must not reach the cache; bytecode compiled once here, as pip did, so that no step's
+    # imports write __pycache__ files of no package into PREFIX
+    install = [uv, "pip", "install", "--quiet", "--link-mode", "copy", "--compile-bytecode",
+               "--python", str(template / "bin" / "python"), "pip", *packages]  # fmt: skip
+    if base is None:
+        commands = [[uv, "venv", "--quiet", "--python", str(interpreter), str(template)], install]
+    else:
+        copy_venv(base, template)
+        commands = [install]  # what the base holds already is kept: its bytecode is not compiled again
     with log.open("a") as out:
         for command in commands:
             try:
@@ -230,6 +252,20 @@ def _make_venv_template(template: Path, minor: str, log: Path, packages: tuple[s
                     f"be reachable for the first run; details in {log}"
                 ) from exc
     _atomic_file.write_text(template / ".complete", "ok\n")
+
+
+def copy_venv(source: Path, destination: Path) -> None:
+    """A copy of the venv ``source`` that is a venv at ``destination``: its ``bin/python`` links to the base
+    interpreter by absolute path and so still works; the scripts that name ``source`` (``activate``, pip's
+    shebang) are rewritten to name ``destination``."""
+    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(".complete"))
+    old, new = os.fsencode(source), os.fsencode(destination)
+    for path in [destination / "pyvenv.cfg", *(destination / "bin").iterdir()]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old in data:
+            _atomic_file.write_bytes(path, data.replace(old, new), mode=path.stat().st_mode)
 
 
 def build_prefix_template(cache_dir: Path) -> Path:

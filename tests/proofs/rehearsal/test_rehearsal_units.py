@@ -356,26 +356,46 @@ def test_the_exit_status_is_made_of_every_verdict(tmp_path: Path) -> None:
 
 
 def test_a_venv_template_holds_pip_and_its_packages_and_nothing_else(tmp_path: Path) -> None:
-    """A template as the rehearsal's first run makes it (uv from PyPI): a venv of its own (its Python's
-    prefix, its pip's shebang), with pip as conda's host prefixes have it, the package asked for, and no
-    setuptools, which CPython 3.11's ensurepip would have left there and the host list does not name."""
+    """Templates as the rehearsal's first run makes them (uv from PyPI), one copied from the shared base of
+    its setuptools: each a venv of its own (its Python's prefix, its pip's shebang) with pip, as conda's
+    host prefixes have it, the packages asked for and nothing else (no setuptools where the list has none,
+    which CPython 3.11's ensurepip would have left), its bytecode valid where it is (an import writes none),
+    and the base left as it was."""
     import subprocess
 
     from feedstock_tools.proofs.rehearsal import prefixes
 
-    template = prefixes.venv_template(tmp_path / "cache", "3.11", tmp_path / "setup.log", ("six",))
+    cache, log = tmp_path / "cache", tmp_path / "setup.log"
+    plain = prefixes.venv_template(cache, "3.11", log, ("six",))
+    copied = prefixes.venv_template(cache, "3.11", log, ("setuptools", "six"))
+    base = prefixes.template_dir(cache, "3.11", ("setuptools",))
+    assert prefixes.base_packages(("setuptools", "six")) == ("setuptools",)
+    assert sorted(cache.glob("venv-3.11-*")) == sorted([plain, copied, base])
     probe = (
         "import importlib.util as u, sys; "
         "print(sys.prefix, *(bool(u.find_spec(name)) for name in ('six', 'pip', 'setuptools')))"
     )
-    run = subprocess.run(
-        [template / "bin" / "python", "-c", probe], capture_output=True, text=True, check=True
-    )
-    assert run.stdout.split() == [str(template), "True", "True", "False"]
-    assert (template / "bin" / "pip").read_text().splitlines()[0] == f"#!{template}/bin/python"
-    pip = subprocess.run([template / "bin" / "pip", "--version"], capture_output=True, text=True, check=True)
-    assert f"from {template}/lib/python3.11/site-packages/pip" in pip.stdout
-    assert list(template.glob("lib/python3.11/site-packages/six*.dist-info"))
+
+    def answer(venv: Path) -> list[str]:
+        run = subprocess.run(
+            [venv / "bin" / "python", "-c", probe], capture_output=True, text=True, check=True
+        )
+        return run.stdout.split()
+
+    assert answer(plain) == [str(plain), "True", "True", "False"]
+    assert answer(copied) == [str(copied), "True", "True", "True"]
+    assert answer(base) == [str(base), "False", "True", "True"]
+    for venv in (plain, copied):
+        assert (venv / "bin" / "pip").read_text().splitlines()[0] == f"#!{venv}/bin/python"
+        pip = subprocess.run([venv / "bin" / "pip", "--version"], capture_output=True, text=True, check=True)
+        assert f"from {venv}/lib/python3.11/site-packages/pip" in pip.stdout
+
+    def bytecode() -> dict[Path, int]:
+        return {path: path.stat().st_mtime_ns for path in copied.rglob("*.pyc")}
+
+    compiled = bytecode()
+    subprocess.run([copied / "bin" / "python", "-c", "import setuptools, six"], check=True)
+    assert compiled and bytecode() == compiled  # none written, none rewritten
 
 
 def test_only_the_pythons_asked_for_are_rehearsed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
