@@ -320,8 +320,7 @@ def _download(
     # pip names each wheel it chose, downloaded now or already in the directory ("File was already
     # downloaded <path>"): the wheels of this resolution, not every wheel an earlier one left there
     named = {Path(word).name for word in run.stdout.split() if word.endswith(".whl")}
-    wheels = sorted(wheel for wheel in target.glob("*.whl") if wheel.name in named or wheel not in before)
-    return wheels
+    return sorted(wheel for wheel in target.glob("*.whl") if wheel.name in named or wheel not in before)
 
 
 def _packaged(wheel: Path, minor: str, interpreter: Path, directory: Path, log: Path) -> Path:
@@ -602,13 +601,13 @@ def _fill_channel(
             continue
         for build in build_strings(specs):
             drafts.append(PackageDraft(name, versions[name], build))
-    progress(f"      writing {len(drafts)} packages, {len(made)} made before")
+    progress(f"      writing {len(drafts)} packages, copying the {len(made)} of the wheels")
     _write_all(drafts, made, out, cache_dir)
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
 
 
 def _write_all(drafts: Sequence[PackageDraft], made: Sequence[Path], out: Path, cache_dir: Path) -> None:
-    """The packages into the channel's subdir: the drafts written, the packages made before copied."""
+    """The packages into the channel's subdir: the drafts written, the wheels' (made once) copied."""
     for package in made:
         shutil.copy(package, out / package.name)
     for draft in drafts:
