@@ -138,22 +138,28 @@ def link_tree(source: Path, destination: Path) -> None:
 
 
 @contextmanager
-def cache_lock(cache_dir: Path, item: str, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+def cache_lock(
+    cache_dir: Path, item: str, on_wait: Callable[[str], None] | None = None, wait: bool = True
+) -> Iterator[bool]:
     """Serialises the writers of one cache item (a template, a channel): two test sessions, test workers or
     rehearsals may start at once on one machine, and each may make a different item meanwhile (on a new
     machine one lock for the whole cache left a worker idle for a minute, measured). ``on_wait`` hears once
-    when another holds the lock (it may be making a template for minutes)."""
+    when another holds the lock (it may be making a template for minutes). Yields whether the lock is held:
+    always, unless ``wait`` is false and another holds it (the caller may do another item first)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     lock = cache_dir / f".{item}.lock"
     with lock.open("a") as handle:  # a lock: nothing is written to it
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                yield False
+                return
             if on_wait is not None:
                 on_wait(f"      waiting for another run that holds {lock} ...")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 

@@ -417,3 +417,17 @@ def test_only_the_pythons_asked_for_are_rehearsed(tmp_path: Path, capsys: pytest
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: Python 2.7 has no pytorch output") and "\n" not in error
     assert not (tmp_path / "w").exists() or not any((tmp_path / "w").iterdir())
+
+
+def test_a_cache_lock_held_elsewhere_can_be_passed_by(tmp_path: Path) -> None:
+    """``cache_lock(..., wait=False)``: whether it got the lock, at once; the local channel makes another
+    Python's packages first while another process makes this one's."""
+    from feedstock_tools.proofs.rehearsal import prefixes
+
+    with prefixes.cache_lock(tmp_path, "3.12") as first:  # another open file: another holder, for flock
+        with prefixes.cache_lock(tmp_path, "3.12", wait=False) as second:
+            assert (first, second) == (True, False)
+        with prefixes.cache_lock(tmp_path, "3.13", wait=False) as other_item:
+            assert other_item
+    with prefixes.cache_lock(tmp_path, "3.12", wait=False) as after:
+        assert after
