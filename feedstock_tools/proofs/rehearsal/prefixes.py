@@ -214,12 +214,13 @@ def uv_binary() -> str:
     """The ``uv`` executable of requirements-dev.txt's ``uv`` package, which makes the venv templates."""
     try:
         from uv import find_uv_bin
-    except ImportError:
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):  # no package, or a package without its binary
         raise ToolError(
             f"uv is not installed for {sys.executable}: the rehearsal makes its venvs with it; "
             "install it with 'python -m pip install -r requirements-dev.txt'"
         ) from None
-    return find_uv_bin()
 
 
 def _make_venv_template(
