@@ -75,6 +75,11 @@ def pip_requirements(host: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(name + ",".join(parts) for name, parts in wanted.items()))
 
 
+def pip_project(spec: str) -> str:
+    """The project a pip requirement names, normalised ("typing_extensions>=4" -> "typing-extensions")."""
+    return re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].lower().replace("_", "-")
+
+
 def pyenv_versions_dir() -> Path | None:
     root = os.environ.get("PYENV_ROOT")
     if not root and shutil.which("pyenv"):
@@ -206,7 +211,7 @@ def base_packages(packages: Sequence[str]) -> tuple[str, ...] | None:
     """The package list of the template that the one of ``packages`` is copied from: its own requirements
     of :data:`SHARED_BASE`'s packages, so every host list asking the same of them shares one; None when it
     asks for none of them, or for nothing else."""
-    base = tuple(spec for spec in packages if re.split(r"[<>=!~ ;\[]", spec, maxsplit=1)[0] in SHARED_BASE)
+    base = tuple(spec for spec in packages if pip_project(spec) in SHARED_BASE)
     return base if base and len(base) < len(packages) else None
 
 

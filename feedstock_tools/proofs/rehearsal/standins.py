@@ -22,6 +22,7 @@ from pathlib import Path
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
+from feedstock_tools.proofs.rehearsal.prefixes import pip_project
 
 SETUPTOOLS = "setuptools"
 SKBUILD = "skbuild"
@@ -129,10 +130,6 @@ def build_requirements(standin: Standin) -> tuple[str, ...]:
 
 def with_backend_requirements(pip_requirements: tuple[str, ...], standin: Standin) -> tuple[str, ...]:
     """``pip_requirements`` plus the stand-in's build requirements whose project the list does not name."""
-    named = {_project(spec) for spec in pip_requirements}
-    extra = [spec for spec in build_requirements(standin) if _project(spec) not in named]
+    named = {pip_project(spec) for spec in pip_requirements}
+    extra = [spec for spec in build_requirements(standin) if pip_project(spec) not in named]
     return tuple(sorted((*pip_requirements, *extra)))
-
-
-def _project(spec: str) -> str:
-    return re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].lower().replace("_", "-")
