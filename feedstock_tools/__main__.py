@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "deps": "maintainer.deps",
     "graph": "maintainer.graph",
     "cache-diff": "maintainer.cache_diff",
+    "cache": "maintainer.tool_cache",
     "check": "maintainer.check",
     "rehearse": "proofs.rehearsal",
     "render": "conda.recipe_render",

@@ -20,6 +20,7 @@ import contextlib
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from megabuild import atomic_file
 from megabuild.interrupt import GRACE_SECONDS, forwarded_signal, stop_group
@@ -59,6 +60,8 @@ def run_child(
     on_tick: Callable[[], None] | None = None,
     on_start: Callable[[subprocess.Popen], None] | None = None,
     own_group: bool = True,
+    append_log: bool = False,
+    keep_fds: Sequence[int] = (),
     grace: float = GRACE_SECONDS,
     tick: float = TICK_SECONDS,
 ) -> int:
@@ -68,7 +71,9 @@ def run_child(
     and stderr; the child's stdin is then empty. Without one the child shares this process's streams.
     ``on_line`` gets each new line of the log, ``on_tick`` is called every ``tick`` seconds while the child
     runs, ``on_start`` right after the start (to name its process group). ``own_group`` False: the child
-    stays in this process's group (it needs the terminal) and only it is stopped on an interruption."""
+    stays in this process's group (it needs the terminal) and only it is stopped on an interruption.
+    ``append_log``: the log is kept and added to (a log several children share). ``keep_fds``: descriptors
+    the child inherits (a lock it must hold for as long as it lives; POSIX only)."""
     process: subprocess.Popen | None = None
     handle = None
     reader: LogTail | None = None
@@ -77,11 +82,12 @@ def run_child(
     try:
         streams: dict[str, object] = {}
         if log is not None:
-            atomic_file.write_text(log, header)
+            handle = _open_log(log, header, append_log)
             if on_line is not None:
-                reader = LogTail(log, offset=len(header.encode()))
-            handle = log.open("ab")
+                reader = LogTail(log, offset=handle.tell())
             streams = {"stdin": subprocess.DEVNULL, "stdout": handle, "stderr": subprocess.STDOUT}
+        if keep_fds:
+            streams["pass_fds"] = tuple(keep_fds)
         process = subprocess.Popen(
             list(command), cwd=cwd, env=dict(env), start_new_session=own_group, **streams
         )  # type: ignore[call-overload]
@@ -104,6 +110,17 @@ def run_child(
     finally:
         if handle is not None:
             handle.close()
+
+
+def _open_log(log: Path, header: str, append: bool) -> BinaryIO:
+    """The child's log, positioned after ``header``: a fresh file, or (``append``) the existing one."""
+    if not append:
+        atomic_file.write_text(log, header)
+    handle = log.open("ab")
+    if append and header:
+        handle.write(header.encode())
+        handle.flush()
+    return handle
 
 
 def _pass_on(reader: LogTail | None, on_line: Callable[[str], None] | None, final: bool = False) -> None:

@@ -58,12 +58,11 @@ def test_another_os_error_is_not_called_a_full_device(
 
 def _fake_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, install_says: str) -> None:
     """``uv`` as a script whose ``venv`` succeeds and whose ``pip install`` fails with what the real one
-    printed here (uv 0.13.9); a CPython 3.12."""
+    printed here (uv 0.13.9)."""
     uv = tmp_path / "uv"
     uv.write_text(f'#!/bin/sh\n[ "$1" = venv ] && exit 0\nprintf \'%s\\n\' "{install_says}" >&2\nexit 2\n')
     uv.chmod(uv.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setattr(prefixes, "uv_binary", lambda: str(uv))
-    monkeypatch.setattr(prefixes, "find_interpreter", lambda _minor: tmp_path / "python3.12")
 
 
 def test_a_venv_template_on_a_full_device_blames_the_device_not_pypi(
@@ -80,7 +79,7 @@ def test_a_venv_template_on_a_full_device_blames_the_device_not_pypi(
     ))  # fmt: skip
     log = tmp_path / "setup.log"
     with pytest.raises(ToolError) as raised:
-        prefixes._make_venv_template(tmp_path / "cache" / "venv-3.12", "3.12", log, ("numpy",))
+        prefixes.venv_template(tmp_path / "cache", "3.12", log, ("numpy",))
     line = str(raised.value)
     assert "PyPI" not in line and "\n" not in line
     assert line.startswith("making the Python 3.12 venv template (uv pip) failed: ")
@@ -98,7 +97,7 @@ def test_a_venv_template_that_fails_otherwise_still_names_pypi(
         "numpy==0.0.1 and you require numpy==0.0.1, we can conclude that your requirements are unsatisfiable."
     ))  # fmt: skip
     with pytest.raises(ToolError, match=r"\(uv pip failed\): PyPI must be reachable"):
-        prefixes._make_venv_template(tmp_path / "venv-3.12", "3.12", tmp_path / "setup.log", ("numpy",))
+        prefixes.venv_template(tmp_path / "cache", "3.12", tmp_path / "setup.log", ("numpy",))
 
 
 def test_the_full_error_is_found_below_other_errors() -> None:

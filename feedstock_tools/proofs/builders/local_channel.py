@@ -34,13 +34,15 @@ wraps as whatever ``cmake >=3.27`` accepts); the real tool's version is in the p
 package's version is the first of its candidates (the variant's pin, then every version the specs name)
 that every spec of the rendered recipe accepts, so the list is generated, never written by hand.
 
-The channel is made once per plan (its hash names the directory), under a lock, in a temporary directory
-renamed into place when complete: a failure leaves nothing half-made.
+The channel is an entry of the per-user cache (common/cache_store.py): made once per plan and machine (its
+key names the directory), under a lock, in a staging directory renamed into place when complete, and checked
+against its manifest when reused; so is each Python's set of wheel packages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import json
@@ -56,7 +58,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from feedstock_tools.common import full_device
+from feedstock_tools.common import cache_store, full_device
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import activation, prefixes
@@ -98,21 +100,31 @@ class ChannelPlan:
     pins: Mapping[str, str]  # package name -> the variant's value for it
     pythons: Mapping[str, str]  # "3.12" -> "*_cpython" (the variant's build-string glob)
     standin: Path
-    wheels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # filled while making
 
-    def key(self) -> str:
-        text = json.dumps(
-            {
-                "format": CHANNEL_FORMAT,
-                "needs": {k: sorted(v) for k, v in sorted(self.needs.items())},
-                "compilers": dict(sorted(self.compilers.items())),
-                "stdlib": self.stdlib,
-                "pins": dict(sorted(self.pins.items())),
-                "pythons": dict(sorted(self.pythons.items())),
-            },
-            sort_keys=True,
+    @property
+    def pip_requirements(self) -> tuple[str, ...]:
+        """The Python packages' pip requirements (every package of prefixes.PYPI_NAMES the recipe needs)."""
+        wanted = [n for n in self.needs if n in prefixes.PYPI_NAMES]
+        return prefixes.pip_requirements([s for n in wanted for s in self.needs[n]]) or tuple(
+            sorted({prefixes.PYPI_NAMES[n] for n in wanted})
         )
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def key(self) -> cache_store.EntryKey:
+        """Everything the channel's content follows from: the plan, and the machine's parts it packages
+        (each Python's wheels entry, which keys its interpreter; the compilers, tools and system libraries;
+        the stand-in's libmagma entry)."""
+        inputs = {
+            "format": CHANNEL_FORMAT,
+            "needs": {k: sorted(v) for k, v in sorted(self.needs.items())},
+            "compilers": dict(sorted(self.compilers.items())),
+            "stdlib": self.stdlib,
+            "pins": dict(sorted(self.pins.items())),
+            "pythons": dict(sorted(self.pythons.items())),
+            "wheels": [wheels_key(minor, self.pip_requirements).name for minor in sorted(self.pythons)],
+            "machine": machine_identity(self.compilers.values(), self.needs),
+            "libmagma": (prefixes.magma_key(self.standin).name if "libmagma-devel" in self.needs else None),
+        }
+        return cache_store.EntryKey("channel", "", inputs)
 
 
 # ---- versions ----------------------------------------------------------------------------------------
@@ -261,93 +273,90 @@ def python_packages(minor: str, build_glob: str) -> list[PackageDraft]:
     ]
 
 
+def wheels_key(minor: str, pip_requirements: Sequence[str]) -> cache_store.EntryKey:
+    """What one Python's wheel packages follow from: its interpreter, the requirements, pip's settings."""
+    interpreter = prefixes.find_interpreter(minor)
+    if interpreter is None:
+        raise ToolError(
+            f"local channel: no CPython {minor} on this machine (step: python {minor}); "
+            f"install it with 'pyenv install {minor}'"
+        )
+    inputs = {
+        "format": CHANNEL_FORMAT,
+        **prefixes.interpreter_identity(interpreter),
+        "requirements": sorted(pip_requirements),
+        "settings": prefixes.installer_settings(),
+    }
+    return cache_store.EntryKey("wheels", minor, inputs)
+
+
 def wheel_packages(
-    minor: str, pip_requirements: Sequence[str], wheel_dir: Path, log: Path, wait: bool = True
+    minor: str,
+    pip_requirements: Sequence[str],
+    store: Path,
+    log: Path,
+    *,
+    wait: bool = True,
+    say: Callable[[str], None] = lambda _line: None,
 ) -> list[Path] | None:
     """Each wheel pip downloads for these requirements (with their dependencies), as a ``.conda`` package of
     this Python: the wheel's files under lib/python3.X/site-packages, its console scripts in bin/.
 
-    Made once per wheel and Python under ``wheel_dir/3.X/packages`` and kept, with the wheels each
-    requirement list resolved to: the CPU and CUDA channels ask for the same packages, and on a new machine
-    the second channel spent 19 s of CPU making them again (pip's resolution, compiling every module).
-    Without ``wait``, None when another process is making this Python's packages now."""
+    An entry of the cache per Python and requirement list (``packages/*.conda``, with the wheels they were
+    made from): the CPU and CUDA channels ask for the same packages, and on a new machine the second channel
+    spent 19 s of CPU making them again (pip's resolution, compiling every module). Without ``wait``, None
+    when another process is making this Python's packages now."""
     interpreter = prefixes.find_interpreter(minor)
-    assert interpreter is not None  # python_packages ran first
-    target = wheel_dir / minor
-    target.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256(json.dumps(sorted(pip_requirements)).encode()).hexdigest()[:12]
-    resolved = target / f"resolved-{key}"  # the wheel names this requirement list resolved to
-    # one Python's wheels are shared by the channels (CPU, CUDA), which two test workers may make at once
-    with prefixes.cache_lock(wheel_dir, minor, wait=wait) as held:
-        if not held:
-            return None
-        wheels = _resolved_wheels(resolved, target)
-        if wheels is None:
-            wheels = _download(minor, interpreter, pip_requirements, target, log)
-            _atomic_file.write_text(resolved, "".join(f"{wheel.name}\n" for wheel in wheels))
-        return [
-            _packaged(wheel, minor, interpreter, target / "packages" / wheel.name, log) for wheel in wheels
-        ]
+    assert interpreter is not None  # wheels_key found it
 
+    def make(making: cache_store.Making) -> None:
+        wheels = _download(minor, interpreter, pip_requirements, making, log)
+        (making.staging / "packages").mkdir()
+        for wheel in wheels:
+            _package_wheel(wheel, minor, interpreter, making, log)
 
-def _resolved_wheels(resolved: Path, target: Path) -> list[Path] | None:
-    """The wheels an earlier download of the same requirements gave, when all of them are still there."""
-    if not resolved.is_file():
-        return None
-    wheels = [target / name for name in resolved.read_text().split()]
-    return wheels if all(wheel.is_file() for wheel in wheels) else None
+    entry = cache_store.obtain(store, wheels_key(minor, pip_requirements), make, say, wait=wait)
+    return None if entry is None else sorted((entry / "packages").glob("*.conda"))
 
 
 def _download(
-    minor: str, interpreter: Path, pip_requirements: Sequence[str], target: Path, log: Path
+    minor: str, interpreter: Path, pip_requirements: Sequence[str], making: cache_store.Making, log: Path
 ) -> list[Path]:
-    """pip download's wheels for the requirements, with their dependencies, into ``target``."""
-    before = set(target.glob("*.whl"))
-    with log.open("a") as out:
-        try:
-            run = subprocess.run(
-                [str(interpreter), "-m", "pip", "download", "--only-binary=:all:", "--dest", str(target),
-                 *pip_requirements],
-                check=True, stdout=subprocess.PIPE, stderr=out, text=True,
-            )  # fmt: skip
-        except subprocess.CalledProcessError as exc:
-            out.write(exc.stdout or "")
-            out.flush()
-            if full_device.log_says_full(log):
-                raise ToolError(
-                    full_device.full_log_line(f"local channel: pip download for Python {minor}", log, target)
-                ) from exc
+    """pip download's wheels for the requirements, with their dependencies: every wheel in the entry's
+    fresh ``wheels/`` is one of this resolution."""
+    target = making.staging / "wheels"
+    try:
+        download = [interpreter, "-m", "pip", "download", "--only-binary=:all:", "--dest", target]
+        making.run([*download, *pip_requirements], log)
+    except subprocess.CalledProcessError as exc:
+        if full_device.log_says_full(log):
             raise ToolError(
-                f"local channel: pip could not download {' '.join(pip_requirements)} for Python {minor} "
-                f"(step: wheels, exit {exc.returncode}); PyPI or pip's cache must have them: details in {log}"
+                full_device.full_log_line(f"local channel: pip download for Python {minor}", log, target)
             ) from exc
-        out.write(run.stdout)
-    # pip names each wheel it chose, downloaded now or already in the directory ("File was already
-    # downloaded <path>"): the wheels of this resolution, not every wheel an earlier one left there
-    named = {Path(word).name for word in run.stdout.split() if word.endswith(".whl")}
-    return sorted(wheel for wheel in target.glob("*.whl") if wheel.name in named or wheel not in before)
+        raise ToolError(
+            f"local channel: pip could not download {' '.join(pip_requirements)} for Python {minor} "
+            f"(step: wheels, exit {exc.returncode}); PyPI or pip's cache must have them: details in {log}"
+        ) from exc
+    return sorted(target.glob("*.whl"))
 
 
-def _packaged(wheel: Path, minor: str, interpreter: Path, directory: Path, log: Path) -> Path:
-    """The wheel's ``.conda`` package for this Python, made once into ``directory``."""
-    made = sorted(directory.glob("*.conda"))
-    if made:
-        return made[0]
+def _package_wheel(wheel: Path, minor: str, interpreter: Path, making: cache_store.Making, log: Path) -> Path:
+    """The wheel's ``.conda`` package for this Python, into the entry's ``packages/``."""
     try:
         draft = _wheel_package(wheel, minor)
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
         raise ToolError(
             f"local channel: {wheel.name} will not repackage ({exc}) (step: wheel for Python {minor}); "
-            f"delete it from {wheel.parent} and run again"
+            f"pip gave a broken wheel: remove it from pip's find-links or cache ('pip cache remove "
+            f"{wheel.name.split('-')[0]}') and run again"
         ) from exc
-    draft.files.update(bytecode(draft.files, interpreter, log))
-    directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory) as scratch:  # moved in whole: a crash leaves no half file
-        written = write_package(draft, Path(scratch))
-        return written.replace(directory / written.name)
+    draft.files.update(bytecode(draft.files, interpreter, making, log))
+    return write_package(draft, making.staging / "packages")
 
 
-def bytecode(files: Mapping[str, bytes | Path], interpreter: Path, log: Path) -> dict[str, bytes]:
+def bytecode(
+    files: Mapping[str, bytes | Path], interpreter: Path, making: cache_store.Making, log: Path
+) -> dict[str, bytes]:
     """The ``__pycache__/*.pyc`` of every module in ``files``, compiled by ``interpreter`` (the package's own
     Python). Checked-hash pycs (PEP 552): valid whatever modification times an installer gives the sources,
     so no Python run in a prefix rewrites them (conda-forge's are timestamp-based, which conda keeps valid by
@@ -356,18 +365,15 @@ def bytecode(files: Mapping[str, bytes | Path], interpreter: Path, log: Path) ->
     sources = {rel: data for rel, data in files.items() if rel.endswith(".py") and isinstance(data, bytes)}
     if not sources:
         return {}
-    with tempfile.TemporaryDirectory(prefix="pyc-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pyc-", dir=making.staging) as tmp:
         root = Path(tmp)
         for rel, data in sources.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             _atomic_file.write_bytes(root / rel, data)
-        with log.open("a") as out:
-            # exit status 1 when a module does not compile for this Python: those are left without a pyc
-            subprocess.run(
-                [str(interpreter), "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", "-s", tmp,
-                 tmp],
-                check=False, stdout=out, stderr=out,
-            )  # fmt: skip
+        # exit status 1 when a module does not compile for this Python: those are left without a pyc
+        with contextlib.suppress(subprocess.CalledProcessError):
+            compiling = [interpreter, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash"]
+            making.run([*compiling, "-s", tmp, tmp], log)
         return {
             str(path.relative_to(root)): path.read_bytes()
             for path in root.rglob("*.pyc")
@@ -515,8 +521,7 @@ def tool_package(name: str, version: str) -> PackageDraft:
 def magma_packages(
     standin: Path, cache_dir: Path, log: Path, versions: Mapping[str, str]
 ) -> list[PackageDraft]:
-    # its own cache directory: make_channel holds the lock of cache_dir, and flock does not nest
-    install = prefixes.magma_install(standin, cache_dir / "magma", log)
+    install = prefixes.magma_install(standin, cache_dir, log)
     files: dict[str, bytes | Path] = {}
     for path in sorted(install.rglob("*")):
         if path.is_file() and not path.is_symlink():
@@ -543,23 +548,16 @@ def magma_packages(
 def make_channel(
     plan: ChannelPlan, cache_dir: Path, log: Path, progress: Callable[[str], None] = lambda line: None
 ) -> Path:
-    """The channel for this plan, made once: ``<cache_dir>/channel-<hash>`` (its ``linux-64/`` holds the
-    packages and ``repodata.json``); ``progress`` hears of each step while one is made."""
-    channel = cache_dir / f"channel-{plan.key()}"
-    if (channel / ".complete").exists():
-        return channel
-    progress(f"      making {channel.name} (log: {log}), once its lock is free")
-    with prefixes.cache_lock(cache_dir, channel.name):
-        if (channel / ".complete").exists():
-            return channel
-        staging = Path(tempfile.mkdtemp(prefix=".channel-", dir=cache_dir))
-        try:
-            _fill_channel(plan, staging, cache_dir, log, progress)
-            _atomic_file.write_text(staging / ".complete", "ok\n")
-            shutil.rmtree(channel, ignore_errors=True)
-            staging.rename(channel)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    """The channel for this plan, an entry of the cache (``<cache_dir>/channel-<hash>``, its ``linux-64/``
+    holding the packages and ``repodata.json``); ``progress`` hears of each step while one is made."""
+    key = plan.key()
+
+    def make(making: cache_store.Making) -> None:
+        progress(f"      making {making.final.name} (log: {log})")
+        _fill_channel(plan, making.staging, cache_dir, log, progress)
+
+    channel = cache_store.obtain(cache_dir, key, make, progress)
+    assert channel is not None  # waited for
     return channel
 
 
@@ -572,7 +570,7 @@ def _fill_channel(
     out.mkdir(parents=True)
     (channel / "noarch").mkdir()
     versions = {name: choose_version(name, specs, plan.pins.get(name)) for name, specs in plan.needs.items()}
-    drafts, made, done = _python_packages(plan, cache_dir / "wheels", log, progress)
+    drafts, made, done = _python_packages(plan, cache_dir, log, progress)
     for lang, name in plan.compilers.items():
         drafts.append(compiler_package(lang, name, versions.get(name, "0")))
         done.add(name)
@@ -599,30 +597,43 @@ def _fill_channel(
     asyncio.run(index_fs(channel, write_zst=False, write_shards=False))
 
 
+def machine_identity(compilers: Iterable[str], needs: Mapping[str, object]) -> dict[str, object]:
+    """The programs and libraries of this machine a channel packages or points at, as a key input: the
+    compilers, CMake and Ninja (real path and version), and the real path, size and mtime of each system
+    library (a Debian upgrade of libstdc++ is another channel)."""
+    programs = ["gcc", "g++", *(TOOL_PROGRAMS[name] for name in TOOL_PROGRAMS if name in needs)]
+    libraries = {}
+    for library in (*SYSROOT_LIBRARIES, *(lib for libs in RUNTIME_LIBRARIES.values() for lib in libs)):
+        real = _system_library(library, "key")
+        info = real.stat()
+        libraries[library] = [str(real), info.st_size, info.st_mtime_ns]
+    return {
+        "programs": {program: prefixes.tool_identity(program) for program in programs},
+        "libraries": libraries,
+        "compiler_packages": sorted(compilers),
+    }
+
+
 def _python_packages(
-    plan: ChannelPlan, wheel_dir: Path, log: Path, progress: Callable[[str], None]
+    plan: ChannelPlan, store: Path, log: Path, progress: Callable[[str], None]
 ) -> tuple[list[PackageDraft], list[Path], set[str]]:
     """Each Python's packages: its interpreter's (drafts), its wheels' (made once for every channel), and the
     names they provide."""
     drafts: list[PackageDraft] = []
     made: list[Path] = []
     done: set[str] = {"python", "python_abi"}
-    pip_names = sorted({prefixes.PYPI_NAMES[n] for n in plan.needs if n in prefixes.PYPI_NAMES})
-    pip_reqs = prefixes.pip_requirements(
-        [s for n in plan.needs if n in prefixes.PYPI_NAMES for s in plan.needs[n]]
-    )
     pending = sorted(plan.pythons)
     while pending:
         # first a Python whose packages no other process is making now, else wait for the first: two test
         # workers making the CPU and the CUDA channel at once each make one Python's, where one waited for
         # the other to make them all (both channels from an empty cache: 28 s -> 17 s, measured)
         for minor in pending:
-            wheels = wheel_packages(minor, pip_reqs or pip_names, wheel_dir, log, wait=False)
+            wheels = wheel_packages(minor, plan.pip_requirements, store, log, wait=False, say=progress)
             if wheels is not None:
                 break
         else:
             minor = pending[0]
-            wheels = wheel_packages(minor, pip_reqs or pip_names, wheel_dir, log)
+            wheels = wheel_packages(minor, plan.pip_requirements, store, log, say=progress)
         assert wheels is not None  # waited for
         pending.remove(minor)
         progress(f"      Python {minor}: its interpreter, and its wheels' packages with their .pyc files")

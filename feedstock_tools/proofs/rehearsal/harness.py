@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from feedstock_tools.common import full_device, interruption, user_cache
+from feedstock_tools.common import cache_store, full_device, interruption, user_cache
 from feedstock_tools.common.configuration import Configuration, read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
@@ -186,6 +186,9 @@ class Rehearsal:
     # every .ninja_log entry of every snapshot so far (ninja_log.objects_between)
     ninja_entries_seen: set = field(init=False, default_factory=set)
     remover: prefixes.BackgroundRemover = field(init=False)
+    # the cache entries whose files are hard-linked into this rehearsal's prefixes (prefixes.py: checked
+    # after every step)
+    linked_entries: set[Path] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.remover = prefixes.BackgroundRemover(self.work_root / ".trash")
@@ -286,7 +289,7 @@ class Rehearsal:
         self.packages_dir.mkdir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.standin_tree.copy_to(self.src_dir, ignore=_ignore_build_products(self.standin_tree.sources))
-        prefixes.link_tree(prefixes.build_prefix_template(self.cache_dir), self.build_prefix)
+        self.link_entry(prefixes.build_prefix_template(self.cache_dir, self.setup_log), self.build_prefix)
         if self.target.macos:
             targets.write_darwin_toolchain(self.build_prefix, self.target, DARWIN_ONLY_FLAGS)
         if self.target.windows:
@@ -423,7 +426,7 @@ class Rehearsal:
             template = prefixes.venv_template(
                 self.cache_dir, step.python, self.setup_log, self.host_pip_requirements(step)
             )
-            prefixes.link_tree(template, self.prefix)
+            self.link_entry(template, self.prefix)
             self.target_python(step, template)
         else:
             self.prefix.mkdir(parents=True)
@@ -438,6 +441,21 @@ class Rehearsal:
         self.write_package_record(step)
         if step.name != TOP_LEVEL_NAME:
             self.restore_pass1_host_files()
+
+    def link_entry(self, entry: Path, destination: Path) -> None:
+        """``destination`` made of hard links to the cache entry ``entry`` (prefixes.py says why links)."""
+        prefixes.link_tree(entry, destination)
+        self.linked_entries.add(entry)
+
+    def check_linked_entries(self, step: Step) -> None:
+        """After a step that changed host files: one written in place was written into the cache entry it is
+        linked to, which is then removed at once (its next use would find it changed and make it again
+        anyway); the changed files are the step's problem line (report.py)."""
+        for entry in sorted(self.linked_entries):
+            problem = cache_store.check(entry, digests=False)
+            if problem is not None and problem != "absent":
+                cache_store.remove_entry(entry.parent, entry)
+                self.progress(f"      cache: {step.label} changed {entry.name} ({problem}): removed it")
 
     def write_package_record(self, step: Step) -> None:
         """What an installer leaves in ``conda-meta/``: a record listing the files it installed (conda's and
@@ -480,7 +498,7 @@ class Rehearsal:
         if f"cross-python_{self.target.subdir}" in step.build_names():
             build_venv = self.build_prefix / "venv"
             self.remover.discard(build_venv)
-            prefixes.link_tree(template, build_venv)
+            self.link_entry(template, build_venv)
             targets.make_target_interpreter(build_venv, step.python, self.target)
             targets.replace_interpreter(self.prefix, step.python, targets.cross_python_shim(build_venv))
 
@@ -542,6 +560,8 @@ class Rehearsal:
             if state != states[rel]
         )
         modified += sorted(before - still_there)
+        if modified:
+            self.check_linked_entries(step)
         result = StepResult(
             step,
             returncode,

@@ -4,28 +4,33 @@ conda-build gives every output a fresh host prefix at the same ``PREFIX`` path. 
 venv of the output's CPython (pyenv's interpreters on this machine) holding the Python packages of the
 output's rendered host list (:func:`pip_requirements`) from PyPI, and nothing else: a package the recipe
 forgets is missing here too, so the build fails as the real one would. The venvs are made once per
-interpreter and package list as templates under the cache directory and hard-linked into ``PREFIX`` for
-every step, so reruns cost milliseconds. Sibling packages the host
+interpreter, package list and installer settings as templates, entries of the per-user cache
+(common/cache_store.py), and hard-linked into ``PREFIX`` for every step, so reruns cost milliseconds.
+
+Hard links share inodes: a step that appends to a host file writes into the template. Copying instead costs
+0.75 s of CPU per step for a 3,500-file template, linking 0.1 s and the check against the template's
+manifest 0.03 s (docs/records/2026-12-07-cache-store.md); so the template is checked before every use and
+after every step that links it, and one found changed is made again, never linked. Sibling packages the host
 requires (``libtorch`` in ``pytorch``'s host) are installed from the rehearsal's own packages, and the
 stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 
-from feedstock_tools.common import full_device
+from feedstock_tools.common import cache_store, full_device
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 
@@ -52,8 +57,8 @@ DEFAULT_PIP_PACKAGES = ("numpy", "packaging", "setuptools>=77.0.3,<82")
 # The packages whose install and byte-compiling are most of a template's time (numpy, setuptools: 6 s of
 # CPU a Python): a template of a host list asking for them is made from a shared one of only them.
 SHARED_BASE = frozenset({"numpy", "setuptools"})
-# Bumped when the template recipe changes, so stale caches are not reused.
-TEMPLATE_FORMAT = "5"
+# Bumped when the template recipe changes: a key input, so stale templates are not reused.
+TEMPLATE_FORMAT = "6"
 _CONDA_VERSION = re.compile(r"^[<>=!~]*[0-9][0-9A-Za-z.*]*$")
 
 
@@ -142,31 +147,60 @@ def link_tree(source: Path, destination: Path) -> None:
     shutil.copytree(source, destination, symlinks=True, copy_function=link_or_copy)
 
 
-@contextmanager
-def cache_lock(
-    cache_dir: Path, item: str, on_wait: Callable[[str], None] | None = None, wait: bool = True
-) -> Iterator[bool]:
-    """Serialises the writers of one cache item (a template, a channel): two test sessions, test workers or
-    rehearsals may start at once on one machine, and each may make a different item meanwhile (on a new
-    machine one lock for the whole cache left a worker idle for a minute, measured). ``on_wait`` hears once
-    when another holds the lock (it may be making a template for minutes). Yields whether the lock is held:
-    always, unless ``wait`` is false and another holds it (the caller may do another item first)."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    lock = cache_dir / f".{item}.lock"
-    with lock.open("a") as handle:  # a lock: nothing is written to it
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not wait:
-                yield False
-                return
-            if on_wait is not None:
-                on_wait(f"      waiting for another run that holds {lock} ...")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def interpreter_identity(interpreter: Path) -> dict[str, str]:
+    """What an entry made with ``interpreter`` depends on: its real path and its full version (a pyenv patch
+    upgrade, 3.12.7 -> 3.12.8, leaves the old one's venvs pointing at nothing or at an older release)."""
+    real = interpreter.resolve()
+    info = real.stat()
+    stamp = (str(real), info.st_mtime_ns, info.st_size)
+    if stamp not in _IDENTITIES:
+        version = subprocess.run(
+            [str(real), "-c", "import platform; print(platform.python_version())"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        _IDENTITIES[stamp] = {"interpreter": str(real), "version": version}
+    return _IDENTITIES[stamp]
+
+
+_IDENTITIES: dict[tuple[str, int, int], dict[str, str]] = {}
+# uv's and pip's settings that change what they install (index, resolution, pre-releases, constraints); the
+# others (where they cache, how they print, time-outs) do not. Cleared settings would ignore a mirror a clone
+# needs; keyed, one shell's UV_RESOLUTION=lowest makes entries of its own instead of settling everyone's.
+_INSTALLER_PREFIXES = ("UV_", "PIP_")
+_INSTALLER_NEUTRAL = frozenset({
+    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_NO_PROGRESS", "UV_QUIET", "UV_VERBOSE", "UV_HTTP_TIMEOUT",
+    "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_INSTALLS", "UV_CONCURRENT_BUILDS", "UV_LINK_MODE",
+    "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_PROGRESS_BAR", "PIP_QUIET",
+    "PIP_VERBOSE", "PIP_DEFAULT_TIMEOUT", "PIP_TIMEOUT", "PIP_NO_INPUT", "PIP_ROOT_USER_ACTION",
+    "PIP_NO_COLOR", "PIP_RETRIES",
+})  # fmt: skip
+
+
+def installer_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """uv's and pip's settings from the environment, and the content of pip's configuration files (uv runs
+    with ``--no-config``), that decide which packages an entry gets."""
+    environ = os.environ if environ is None else environ
+    settings = {
+        name: value
+        for name, value in environ.items()
+        if name.startswith(_INSTALLER_PREFIXES) and name not in _INSTALLER_NEUTRAL
+    }
+    for config in _pip_config_files(environ):
+        if config.is_file():
+            settings[f"file {config}"] = hashlib.sha256(config.read_bytes()).hexdigest()
+    return settings
+
+
+def _pip_config_files(environ: Mapping[str, str]) -> list[Path]:
+    """Where pip reads its configuration (pip 26 src/pip/_internal/configuration.py
+    ``get_configuration_files``: the site files in /etc/xdg/pip and /etc, the user's, $PIP_CONFIG_FILE)."""
+    config_dirs = environ.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+    config_home = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    files = [Path(d) / "pip" / "pip.conf" for d in config_dirs.split(os.pathsep) if d]
+    files += [Path("/etc/pip.conf"), Path.home() / ".pip" / "pip.conf", config_home / "pip" / "pip.conf"]
+    if environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(environ["PIP_CONFIG_FILE"]))
+    return files
 
 
 def venv_template(
@@ -176,35 +210,54 @@ def venv_template(
     packages: Sequence[str] = DEFAULT_PIP_PACKAGES,
     progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """A venv of CPython ``minor`` with pip, ``packages`` (pip requirements) and their dependencies, made once
-    per interpreter and package list and reused. ``progress`` hears of a wait for another run's lock and of
-    the making (uv from PyPI: seconds, most of them downloads on a machine's first run).
+    """A venv of CPython ``minor`` with pip, ``packages`` (pip requirements) and their dependencies: an entry
+    of the cache (common/cache_store.py) made once per interpreter, package list and installer settings,
+    and checked when reused. ``progress`` hears of a wait for another run's lock and of the making (uv from
+    PyPI: seconds, most of them downloads on a machine's first run).
 
     A template holding numpy or setuptools is a copy of one holding only those (and pip) with the rest
     installed on top (:func:`base_packages`): byte-compiling them is most of a template's time."""
-    template = template_dir(cache_dir, minor, packages)
-    if (template / ".complete").exists():
-        return template
-    base_list = base_packages(packages)
-    # made before this template's lock is taken (a lock of its own, but one lock held at a time is simpler)
-    base = None if base_list is None else venv_template(cache_dir, minor, log, base_list, progress)
     say = progress or (lambda _line: None)
-    with cache_lock(cache_dir, template.name, on_wait=say):
-        if not (template / ".complete").exists():
-            say(f"      making it once (uv from PyPI; log {log}) ...")
-            started = time.monotonic()
-            _make_venv_template(template, minor, log, tuple(packages), base)
-            say(f"      made {template.name} in {time.monotonic() - started:.0f} s")
-    return template
+    base_list = base_packages(packages)
+    base_key = None if base_list is None else template_key(minor, base_list)
+    key = template_key(minor, packages, base_key)
+
+    def make(making: cache_store.Making) -> None:
+        # the base is an entry of its own, under its own lock (taken after this one's, never before)
+        base = None if base_list is None else venv_template(cache_dir, minor, log, base_list, progress)
+        say(f"      making {making.final.name} once (uv from PyPI; log {log}) ...")
+        started = time.monotonic()
+        _make_venv_template(making, minor, log, tuple(packages), base)
+        say(f"      made {making.final.name} in {time.monotonic() - started:.0f} s")
+
+    made = cache_store.obtain(cache_dir, key, make, say)
+    assert made is not None  # waited for
+    return made
+
+
+def template_key(
+    minor: str, packages: Sequence[str], base: cache_store.EntryKey | None = None
+) -> cache_store.EntryKey:
+    """What decides the template of CPython ``minor`` with ``packages`` (copied from template ``base``)."""
+    interpreter = find_interpreter(minor)
+    if interpreter is None:
+        raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
+    inputs = {
+        "format": TEMPLATE_FORMAT,
+        **interpreter_identity(interpreter),
+        "packages": sorted(packages),
+        "base": base.name if base is not None else None,
+        "uv": _uv_version(),
+        "settings": installer_settings(),
+    }
+    return cache_store.EntryKey("venv", minor, inputs)
 
 
 def template_dir(cache_dir: Path, minor: str, packages: Sequence[str]) -> Path:
     """Where the template of CPython ``minor`` with ``packages`` is (or will be) in ``cache_dir``."""
-    # the interpreter is part of the key: a pyenv upgrade (3.12.7 -> 3.12.8) leaves the old venvs' python
-    # links pointing at nothing
-    key_text = "\n".join([str(find_interpreter(minor)), *sorted(packages)])
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:10]
-    return cache_dir / f"venv-{minor}-{TEMPLATE_FORMAT}-{key}"
+    base_list = base_packages(packages)
+    base = None if base_list is None else template_key(minor, base_list)
+    return cache_dir / template_key(minor, packages, base).name
 
 
 def base_packages(packages: Sequence[str]) -> tuple[str, ...] | None:
@@ -228,51 +281,68 @@ def uv_binary() -> str:
         ) from None
 
 
+def _uv_version() -> str:
+    try:
+        return metadata.version("uv")
+    except metadata.PackageNotFoundError:
+        uv_binary()  # its one-line error
+        raise
+
+
 def _make_venv_template(
-    template: Path, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
+    making: cache_store.Making, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
 ) -> None:
     """uv rather than venv and pip: the sixteen templates of a first run took 150 s of CPU with venv's
-    ensurepip and pip, 13 s with uv, whose byte-compiling then took 110 s more, and 44 s with the shared
-    bases (measured; docs/ci-time.md). Every template holds pip, as conda's host prefixes do: conda adds pip
-    to python's dependencies (conda 26.7.1 conda/base/context.py:221, ``add_pip_as_python_dependency``
-    defaults to True). Nothing else: no setuptools a host list lacks."""
+    ensurepip and pip, 13 s with uv (docs/records). Every template holds pip, as conda's host prefixes do:
+    conda adds pip to python's dependencies (conda 26.7.1 conda/base/context.py:221,
+    ``add_pip_as_python_dependency`` defaults to True). Nothing else: no setuptools a host list lacks."""
     interpreter = find_interpreter(minor)
-    if interpreter is None:
-        raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
+    assert interpreter is not None  # template_key found it
     uv = uv_binary()
-    shutil.rmtree(template, ignore_errors=True)
-    # copies, not links into uv's cache: steps hard-link a template's files into PREFIX, and a build that
-    # wrote into one must not reach the cache; bytecode compiled once here, as pip did, so that no step's
-    # imports write __pycache__ files of no package into PREFIX
-    install = [uv, "pip", "install", "--quiet", "--link-mode", "copy", "--compile-bytecode",
-               "--python", str(template / "bin" / "python"), "pip", *packages]  # fmt: skip
+    venv = making.staging
+    # copies, not links into uv's cache: a template's files are linked into PREFIX; bytecode compiled once
+    # here, as pip does, so that no step's imports write __pycache__ files of no package into PREFIX;
+    # --no-config: no uv.toml or pyproject.toml of the checkout or the user decides a shared entry
+    install = [uv, "pip", "install", "--no-config", "--quiet", "--link-mode", "copy", "--compile-bytecode",
+               "--python", str(venv / "bin" / "python"), "pip", *packages]  # fmt: skip
     if base is None:
-        commands = [[uv, "venv", "--quiet", "--python", str(interpreter), str(template)], install]
+        making.staging.rmdir()  # uv venv makes it
+        commands = [[uv, "venv", "--no-config", "--quiet", "--python", str(interpreter), str(venv)], install]
     else:
-        copy_venv(base, template)
+        making.staging.rmdir()
+        copy_venv(base, venv)
         commands = [install]  # what the base holds already is kept: its bytecode is not compiled again
-    with log.open("a") as out:
-        for command in commands:
-            try:
-                subprocess.run(command, check=True, stdout=out, stderr=out)
-            except subprocess.CalledProcessError as exc:
-                what = f"making the Python {minor} venv template (uv {command[1]})"
-                if full_device.log_says_full(log):
-                    raise ToolError(full_device.full_log_line(what, log, template.parent)) from exc
-                raise ToolError(
-                    f"could not make the Python {minor} venv template (uv {command[1]} failed): PyPI must "
-                    f"be reachable for the first run; details in {log}"
-                ) from exc
-    _atomic_file.write_text(template / ".complete", "ok\n")
+    for command in commands:
+        try:
+            making.run(command, log)
+        except subprocess.CalledProcessError as exc:
+            what = f"making the Python {minor} venv template (uv {command[1]})"
+            if full_device.log_says_full(log):
+                raise ToolError(full_device.full_log_line(what, log, making.final.parent)) from exc
+            raise ToolError(
+                f"could not make the Python {minor} venv template (uv {command[1]} failed): PyPI must "
+                f"be reachable for the first run; details in {log}"
+            ) from exc
+    relocate_venv(venv, making.final)
 
 
 def copy_venv(source: Path, destination: Path) -> None:
-    """A copy of the venv ``source`` that is a venv at ``destination``: its ``bin/python`` links to the base
-    interpreter by absolute path and so still works; the scripts that name ``source`` (``activate``, pip's
-    shebang) are rewritten to name ``destination``."""
-    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns(".complete"))
-    old, new = os.fsencode(source), os.fsencode(destination)
-    for path in [destination / "pyvenv.cfg", *(destination / "bin").iterdir()]:
+    """A copy of the venv ``source`` that is a venv at ``destination`` (:func:`relocate_venv`)."""
+    shutil.copytree(source, destination, symlinks=True)
+    _rewrite_venv_paths(destination, source, destination)
+
+
+def relocate_venv(venv: Path, new_place: Path) -> None:
+    """The venv at ``venv`` rewritten to work once moved to ``new_place`` (it is made in a staging directory
+    and renamed into place)."""
+    _rewrite_venv_paths(venv, venv, new_place)
+
+
+def _rewrite_venv_paths(venv: Path, old_place: Path, new_place: Path) -> None:
+    """Its ``bin/python`` links to the base interpreter by absolute path and so still works; the scripts
+    that name the old place (``activate``, pip's shebang) and ``pyvenv.cfg`` are rewritten."""
+    old, new = os.fsencode(old_place), os.fsencode(new_place)
+    for path in [venv / "pyvenv.cfg", *(venv / "bin").iterdir()]:
         if path.is_symlink() or not path.is_file():
             continue
         data = path.read_bytes()
@@ -280,39 +350,71 @@ def copy_venv(source: Path, destination: Path) -> None:
             _atomic_file.write_bytes(path, data.replace(old, new), mode=path.stat().st_mode)
 
 
-def build_prefix_template(cache_dir: Path) -> Path:
+def build_prefix_template(cache_dir: Path, log: Path) -> Path:
     """BUILD_PREFIX: ``bin/python`` is the interpreter running this tool (the driver is stdlib-only)."""
     # one per interpreter: the cache is shared by checkouts, whose tools may run from different venvs
-    key = hashlib.sha256(os.fsencode(sys.executable)).hexdigest()[:10]
-    template = cache_dir / f"build-env-{sys.version_info[0]}.{sys.version_info[1]}-{key}"
-    with cache_lock(cache_dir, template.name):
-        if not (template / "bin" / "python").exists():
-            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(template)], check=True)
-    return template
+    inputs = {"executable": sys.executable, "version": platform.python_version()}
+    key = cache_store.EntryKey("build-env", f"{sys.version_info[0]}.{sys.version_info[1]}", inputs)
+
+    def make(making: cache_store.Making) -> None:
+        making.staging.rmdir()  # venv makes it
+        making.run([sys.executable, "-m", "venv", "--without-pip", str(making.staging)], log)
+        relocate_venv(making.staging, making.final)
+
+    made = cache_store.obtain(cache_dir, key, make)
+    assert made is not None
+    return made
 
 
 def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
-    """The stand-in's tiny libmagma, built once: the files conda-forge's libmagma(-devel) would bring."""
-    prefix = cache_dir / "libmagma"
-    if (prefix / "lib" / "libmagma.so").exists():
-        return prefix
-    with cache_lock(cache_dir, prefix.name):
-        if not (prefix / "lib" / "libmagma.so").exists():
-            _build_magma(standin, cache_dir, prefix, log)
-    return prefix
+    """The stand-in's tiny libmagma, built once per source, CMake and compiler: the files conda-forge's
+    libmagma(-devel) would bring."""
+    sources = (standin / "third_party" / "magma").absolute()
+
+    def make(making: cache_store.Making) -> None:
+        build = making.staging.with_name(f"{making.staging.name}.build")  # a leftover of the same entry
+        shutil.rmtree(build, ignore_errors=True)
+        try:
+            for args in (
+                ["cmake", "-S", str(sources), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
+                ["cmake", "--build", str(build)],
+                ["cmake", "--install", str(build), "--prefix", str(making.staging)],
+            ):
+                making.run(args, log)
+        except subprocess.CalledProcessError as exc:
+            raise ToolError(
+                f"could not build the stand-in's libmagma ({args[1]} failed): details in {log}"
+            ) from exc
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+
+    made = cache_store.obtain(cache_dir, magma_key(standin), make)
+    assert made is not None
+    return made
 
 
-def _build_magma(standin: Path, cache_dir: Path, prefix: Path, log: Path) -> None:
-    build = cache_dir / "libmagma-build"
-    shutil.rmtree(build, ignore_errors=True)
-    with log.open("a") as out:
-        for args in (
-            ["cmake", "-S", str(standin / "third_party" / "magma"), "-B", str(build), "-G", "Ninja",
-             f"-DCMAKE_INSTALL_PREFIX={prefix}", "-DCMAKE_BUILD_TYPE=Release"],
-            ["cmake", "--build", str(build)],
-            ["cmake", "--install", str(build)],
-        ):  # fmt: skip
-            subprocess.run(args, check=True, stdout=out, stderr=out)
+def magma_key(standin: Path) -> cache_store.EntryKey:
+    """What the stand-in's libmagma follows from: its sources, CMake and the C++ compiler."""
+    inputs = {
+        "sources": cache_store.tree_digest(standin / "third_party" / "magma"),
+        "cmake": tool_identity("cmake"),
+        "cxx": tool_identity(os.environ.get("CXX") or "c++"),
+    }
+    return cache_store.EntryKey("libmagma", "", inputs)
+
+
+def tool_identity(program: str) -> dict[str, str]:
+    """A tool an entry is made with, as a key input: its real path and the first line of its --version."""
+    found = shutil.which(program)
+    if found is None:
+        raise ToolError(f"{program} is not on PATH: install it (run-tests.py lists the Debian packages)")
+    real = Path(found).resolve()
+    info = real.stat()
+    stamp = (str(real), info.st_mtime_ns, info.st_size)
+    if stamp not in _IDENTITIES:
+        said = subprocess.run([str(real), "--version"], check=True, capture_output=True, text=True).stdout
+        _IDENTITIES[stamp] = {"path": str(real), "version": (said.splitlines() or ["?"])[0]}
+    return _IDENTITIES[stamp]
 
 
 def prefix_files(prefix: Path) -> set[str]:

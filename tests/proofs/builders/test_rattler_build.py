@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -140,16 +140,17 @@ def test_a_missing_cpython_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_wheel_that_will_not_repackage_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    wheels = tmp_path / "wheels" / "3.12"
-    wheels.mkdir(parents=True)
-    (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
-    # pip as it answers for a wheel already in --dest (its words, pip 23.0.1 of CPython 3.10 here)
-    said = f"  File was already downloaded {wheels / 'broken-1.0-py3-none-any.whl'}\n"
-    monkeypatch.setattr(
-        local_channel.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=said)
-    )
-    with pytest.raises(ToolError, match=r"broken-1\.0-py3-none-any\.whl will not repackage .*delete it from"):
+    def download(_minor: str, _python: Path, _requirements: object, making: Any, _log: Path) -> list[Path]:
+        wheels = making.staging / "wheels"
+        wheels.mkdir()
+        (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+        return [wheels / "broken-1.0-py3-none-any.whl"]
+
+    monkeypatch.setattr(local_channel, "_download", download)
+    with pytest.raises(ToolError, match=r"broken-1\.0-py3-none-any\.whl will not repackage .*pip cache"):
         local_channel.wheel_packages("3.12", ["broken"], tmp_path / "wheels", tmp_path / "log")
+    assert not list((tmp_path / "wheels").glob("wheels-*"))  # no entry, and no staging left
+    assert not list((tmp_path / "wheels" / ".staging").iterdir())
 
 
 def test_a_package_is_a_real_conda_file(tmp_path: Path) -> None:

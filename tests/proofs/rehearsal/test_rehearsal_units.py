@@ -285,36 +285,36 @@ def test_making_a_venv_template_shows_progress_and_a_wait_for_the_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first run makes the templates for minutes, or waits for another run making them: it says so."""
-    import fcntl
     import threading
 
+    from feedstock_tools.common import cache_store
     from feedstock_tools.proofs.rehearsal import prefixes
 
-    def make(template: Path, *_: object) -> None:  # stands in for venv + pip: only the progress is tested
-        template.mkdir(parents=True)
-        (template / ".complete").write_text("ok\n")
+    def make(making: cache_store.Making, *_: object) -> None:  # stands in for uv: only the progress is tested
+        (making.staging / "bin").mkdir()
 
     monkeypatch.setattr(prefixes, "_make_venv_template", make)
     lines: list[str] = []
     cache = tmp_path / "cache"
-    cache.mkdir()
-    lock = cache / f".{prefixes.template_dir(cache, '3.12', ()).name}.lock"
+    name = prefixes.template_dir(cache, "3.12", ()).name
+    held = cache_store.EntryLock(cache, name)
+    other = cache_store.EntryLock(cache, prefixes.template_dir(cache, "3.11", ()).name)
     # another run holds this template's lock; the lock of another template does not stop it
-    with prefixes.cache_lock(cache, prefixes.template_dir(cache, "3.11", ()).name), lock.open("w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        maker = threading.Thread(
-            target=prefixes.venv_template, args=(cache, "3.12", tmp_path / "log", (), lines.append)
-        )
-        maker.start()
-        for _ in range(600):
-            if lines:
-                break
-            threading.Event().wait(0.05)
-        fcntl.flock(held, fcntl.LOCK_UN)
+    assert other.acquire() and held.acquire()
+    maker = threading.Thread(
+        target=prefixes.venv_template, args=(cache, "3.12", tmp_path / "log", (), lines.append)
+    )
+    maker.start()
+    for _ in range(600):
+        if lines:
+            break
+        threading.Event().wait(0.05)
+    held.release()
+    other.release()
     maker.join(timeout=300)
-    assert lines[0] == f"      waiting for another run that holds {lock} ..."
-    assert lines[1] == f"      making it once (uv from PyPI; log {tmp_path / 'log'}) ..."
-    assert re.fullmatch(r"      made venv-3\.12-\S+ in \d+ s", lines[2])
+    assert lines[0] == f"      waiting for another run that holds {cache / '.locks' / name} ..."
+    assert lines[1] == f"      making {name} once (uv from PyPI; log {tmp_path / 'log'}) ..."
+    assert re.fullmatch(rf"      made {re.escape(name)} in \d+ s", lines[2])
     assert len(lines) == 3
     again: list[str] = []
     prefixes.venv_template(cache, "3.12", tmp_path / "log", (), again.append)
@@ -420,14 +420,19 @@ def test_only_the_pythons_asked_for_are_rehearsed(tmp_path: Path, capsys: pytest
 
 
 def test_a_cache_lock_held_elsewhere_can_be_passed_by(tmp_path: Path) -> None:
-    """``cache_lock(..., wait=False)``: whether it got the lock, at once; the local channel makes another
-    Python's packages first while another process makes this one's."""
-    from feedstock_tools.proofs.rehearsal import prefixes
+    """``obtain(..., wait=False)``: None at once while another run holds the entry's lock; the local channel
+    makes another Python's packages first while another process makes this one's."""
+    from feedstock_tools.common import cache_store
 
-    with prefixes.cache_lock(tmp_path, "3.12") as first:  # another open file: another holder, for flock
-        with prefixes.cache_lock(tmp_path, "3.12", wait=False) as second:
-            assert (first, second) == (True, False)
-        with prefixes.cache_lock(tmp_path, "3.13", wait=False) as other_item:
-            assert other_item
-    with prefixes.cache_lock(tmp_path, "3.12", wait=False) as after:
-        assert after
+    key = cache_store.EntryKey("demo", "3.12", {})
+    other_key = cache_store.EntryKey("demo", "3.13", {})
+
+    def make(making: cache_store.Making) -> None:
+        (making.staging / "file").write_text("made\n")
+
+    first = cache_store.EntryLock(tmp_path, key.name)  # another open file: another holder, for flock
+    assert first.acquire()
+    assert cache_store.obtain(tmp_path, key, make, wait=False) is None
+    assert cache_store.obtain(tmp_path, other_key, make, wait=False) == tmp_path / other_key.name
+    first.release()
+    assert cache_store.obtain(tmp_path, key, make, wait=False) == tmp_path / key.name
