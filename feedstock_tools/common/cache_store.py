@@ -162,10 +162,17 @@ def _mismatch(root: Path, recorded: Mapping[str, Record], digests: bool) -> str 
     return None
 
 
+def _link_differs(rel: str, entry: os.DirEntry, record: Record) -> str | None:
+    if record[0] != "l" or os.readlink(entry.path) != record[1]:
+        return f"{rel} is a link that its manifest does not have"
+    if os.path.isabs(record[1]) and not os.path.exists(entry.path):
+        return f"{rel} links to {record[1]}, which is gone"  # a venv's python whose interpreter went
+    return None
+
+
 def _differs(rel: str, entry: os.DirEntry, record: Record, digests: bool) -> str | None:
     if entry.is_symlink():
-        same = record[0] == "l" and os.readlink(entry.path) == record[1]
-        return None if same else f"{rel} is a link that its manifest does not have"
+        return _link_differs(rel, entry, record)
     if entry.is_dir(follow_symlinks=False):
         return None if record[0] == "d" else f"{rel} is a directory that its manifest does not have"
     if record[0] != "f":
@@ -270,13 +277,17 @@ def _same_file(handle: IO[str], path: Path) -> bool:
 
 
 def _process_gone(pid: int) -> bool:
+    """No such process, or only its zombie (killed, not yet reaped by its parent)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:  # another user's process: alive
         return False
-    return False
+    try:  # Linux: the state after the command's name in /proc/PID/stat
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 @dataclass

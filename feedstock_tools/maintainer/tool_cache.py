@@ -61,6 +61,8 @@ def verify_cache(root: Path) -> tuple[list[str], int]:
     problems = 0
     for store in _stores(root):
         for item in cache_store.listing(store):
+            if item.manifest is None:
+                continue  # never reused: what older tools left (prune removes it)
             problem = cache_store.check(item.path, digests=True)
             if problem is not None:
                 problems += 1

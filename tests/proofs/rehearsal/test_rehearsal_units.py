@@ -436,3 +436,31 @@ def test_a_cache_lock_held_elsewhere_can_be_passed_by(tmp_path: Path) -> None:
     assert cache_store.obtain(tmp_path, other_key, make, wait=False) == tmp_path / other_key.name
     first.release()
     assert cache_store.obtain(tmp_path, key, make, wait=False) == tmp_path / key.name
+
+
+def test_a_step_that_wrote_through_a_linked_template_removes_it(tmp_path: Path) -> None:
+    """Host prefixes are hard links to cache entries (prefixes.py says why): after a step that changed host
+    files, an entry it wrote into through a link is removed at once, with a line, and one it left is kept."""
+    from feedstock_tools.common import cache_store
+
+    def make(making: cache_store.Making) -> None:
+        (making.staging / "lib").mkdir()
+        (making.staging / "lib" / "site.pth").write_text("made\n")
+
+    store = tmp_path / "cache"
+    written = cache_store.obtain(store, cache_store.EntryKey("venv", "3.12", {"n": 1}), make)
+    untouched = cache_store.obtain(store, cache_store.EntryKey("build-env", "3.12", {"n": 2}), make)
+    assert written is not None and untouched is not None
+    lines: list[str] = []
+    config = _first("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml")
+    rehearsal = Rehearsal(config, work_root=tmp_path / "work", cache_root=store, progress=lines.append)
+    rehearsal.link_entry(written, tmp_path / "h_env")
+    rehearsal.link_entry(untouched, tmp_path / "build_env")
+    with (tmp_path / "h_env" / "lib" / "site.pth").open("a") as handle:  # a build step appending
+        handle.write("appended\n")
+    rehearsal.check_linked_entries(rehearsal.steps[0])
+    assert not written.exists() and untouched.exists()
+    assert lines == [
+        f"      cache: {rehearsal.steps[0].label} changed {written.name} (lib/site.pth changed (size 14, "
+        "manifest 5)): removed it"
+    ]
