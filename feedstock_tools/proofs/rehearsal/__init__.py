@@ -51,10 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--cache-dir",
         type=Path,
-        help="venv templates per Python and the stand-in's libmagma, made once and kept between runs "
-        f"(default: {user_cache.rehearsal_cache()}, shared by every checkout on this machine; "
-        f"${user_cache.CACHE_ENV}/rehearsal when that is set; about 750 MB with four Pythons; delete it to "
-        "start clean)",
+        help="venv templates per Python and the stand-in's libmagma, made once, checked on every reuse and "
+        f"kept between runs (default: {user_cache.rehearsal_cache()}, shared by every checkout on this "
+        f"machine; ${user_cache.CACHE_ENV}/rehearsal when that is set; 'python -m feedstock_tools cache "
+        "list' shows it, 'cache prune' empties it)",
     )
     parser.add_argument("--recipe-dir", type=Path, default=harness.DEFAULT_RECIPE_DIR, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -96,8 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(
         func=run,
-        resume_hint="run the same command again: it starts over in a fresh work directory (the venv "
-        "templates in the work directory's .cache are kept)",
+        resume_hint="run the same command again: it starts over in a fresh work directory (the cache's "
+        "venv templates are kept; one a killed maker left half-made is made again)",
     )
 
 
