@@ -165,7 +165,7 @@ def write_patch_evidence(state: BumpState) -> None:
             f"{path.relative_to(state.root)}: {len(state.evidence.segments)} files",
             CHANGED,
             "what check judges this release's patches against, until a pre-image from the tarball replaces "
-            "it (docs/patches.md)",
+            "it (docs/reference/patches.md)",
         )
     )
 

@@ -53,7 +53,7 @@ def test_configurations_are_the_recipe_issue_matrix(rendered: list[ci_support.Ci
     expected |= {("linux-aarch64", "generic", "12.9", "tegra")}
     expected |= {("osx-64", blas, "None", "-") for blas in ("mkl", "generic")}
     expected |= {("osx-arm64", "generic", "None", "-")}
-    # Windows: MKL only, CUDA held at 12.8 (recipe/conda_build_config.yaml, docs/recipe.md#windows)
+    # Windows: MKL only, CUDA held at 12.8 (recipe/conda_build_config.yaml, docs/reference/windows.md)
     expected |= {("win-64", "mkl", cuda, "-") for cuda in ("None", "12.8", "13.0")}
     assert seen == expected
     assert len(rendered) == len(expected)
@@ -69,7 +69,8 @@ def test_megabuild_loops_stay_inside_one_job(rendered: list[ci_support.CiConfig]
         assert config.data["python"] == all_pythons, config.name
         for key in MEGABUILD_LOOPS:
             assert key not in config.name, config.name
-        # linux CUDA builds both linalg variants; Windows has no separate linalg library (docs/recipe.md)
+        # linux CUDA builds both linalg variants; Windows has no separate linalg library
+        # (docs/reference/windows.md)
         if config.data["cuda_compiler_version"] != ["None"] and config.subdir.startswith("linux"):
             assert config.data["magma_variant"] == ["magma", "nomagma"], config.name
 

@@ -303,7 +303,8 @@ def run_build(
     cuda = config.cuda
     # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
     # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
-    # machine lacks; conda's override variable plays the driver, as docs/recipe.md's CONDA_OVERRIDE_CUDA
+    # machine lacks; conda's override variable plays the driver, as docs/reference/recipe.md's
+    # CONDA_OVERRIDE_CUDA
     env = {"CONDA_OVERRIDE_CUDA": os.environ.get("CONDA_OVERRIDE_CUDA", cuda)} if cuda is not None else {}
     skipped: list[SkippedTest] = []
     out_dir = work_dir / "output"
