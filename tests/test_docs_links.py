@@ -48,8 +48,23 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 DOCS_MENTION = re.compile(r"(?<![\w./-])docs/[\w./-]*?\.md\b")
 
 
+def mentioning_files() -> Iterator[Path]:
+    for path in sorted(REPO.rglob("*")):
+        parts = path.relative_to(REPO).parts
+        if any(part in NOT_SCANNED or part.endswith(".egg-info") for part in parts):
+            continue
+        if path.is_file() and path.suffix in TEXT_SUFFIXES and path.stat().st_size < 1_000_000:
+            yield path
+
+
 def pages() -> list[Path]:
+    """The pages a reader reads in turn: the README and docs/."""
     return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def markdown_files() -> list[Path]:
+    """Every Markdown file of the repository (the stand-ins' READMEs link into docs/ too)."""
+    return [path for path in mentioning_files() if path.suffix == ".md"]
 
 
 def prose_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -106,7 +121,7 @@ def broken_links(page: Path, text: str | None = None) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("page", pages(), ids=lambda page: str(page.relative_to(REPO)))
+@pytest.mark.parametrize("page", markdown_files(), ids=lambda page: str(page.relative_to(REPO)))
 def test_every_relative_link_resolves(page: Path) -> None:
     assert broken_links(page) == []
 
@@ -146,15 +161,6 @@ def test_a_repeated_heading_gets_a_numbered_id(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# Title\n## Measured\n```\n## not a heading\n```\n### Measured\n", encoding="utf-8")
     assert anchors(page) == {"title", "measured", "measured-1"}
-
-
-def mentioning_files() -> Iterator[Path]:
-    for path in sorted(REPO.rglob("*")):
-        parts = path.relative_to(REPO).parts
-        if any(part in NOT_SCANNED or part.endswith(".egg-info") for part in parts):
-            continue
-        if path.is_file() and path.suffix in TEXT_SUFFIXES and path.stat().st_size < 1_000_000:
-            yield path
 
 
 def test_every_docs_page_a_file_names_exists() -> None:
