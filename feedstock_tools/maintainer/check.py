@@ -19,7 +19,7 @@ Fails with one line per finding when
 * the build driver's staging table names a package the recipe does not build with a script, or the
   reverse;
 * recipe-v1/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
-  configuration (``render-v1``, docs/rattler-build.md: one finding per item one recipe lacks, over the
+  configuration (``render-v1``, docs/reference/recipe-v1.md: one finding per item one recipe lacks, over the
   configurations), or a directory holds both meta.yaml and recipe.yaml (conda-smithy's lint R-051);
 * a row of the anchor-parity table (``feedstock_tools/maintainer/anchor_parity.yaml``) disagrees with
   the driver's environment or the rendered recipe, or its decision contradicts its values, or
