@@ -127,7 +127,8 @@ def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support
             )
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
         else:
-            # conda-forge's 12-CPU Apple-silicon Namespace runner (osx-64 cross-compiled there; docs/ci.md)
+            # conda-forge's 12-CPU Apple-silicon Namespace runner (osx-64 cross-compiled there;
+            # docs/reference/ci.md)
             assert entry["runs_on"] == ["namespace-profile-12cpu-on-osx-arm64"], entry["CONFIG"]
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
 
@@ -383,7 +384,7 @@ def test_migrations_apply_in_timestamp_order() -> None:
 )
 def test_used_variable_scan(text: str, found: set[str]) -> None:
     # Expected sets: what conda-build 26.7.1's find_used_variables_in_text returns for the same text
-    # and keys (run on this machine, docs/ci.md "Checked against the real tools").
+    # and keys (run on this machine, docs/records/2026-11-29-real-conda-tools.md).
     keys = ("python", "python_min", "cuda_compiler")
     assert set(used_vars.find_used_in_text(keys, text)) == found
 
