@@ -232,10 +232,10 @@ def _make_venv_template(
     template: Path, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
 ) -> None:
     """uv rather than venv and pip: the sixteen templates of a first run took 150 s of CPU with venv's
-    ensurepip and pip, 13 s with uv, whose byte-compiling then took 110 s more, and 44 s with the shared
-    bases (measured; docs/ci-time.md). Every template holds pip, as conda's host prefixes do: conda adds pip
-    to python's dependencies (conda 26.7.1 conda/base/context.py:221, ``add_pip_as_python_dependency``
-    defaults to True). Nothing else: no setuptools a host list lacks."""
+    ensurepip and pip, 13 s with uv, whose byte-compiling then took 110 s more, and 44 s with the shared bases
+    (measured; docs/records/2026-11-28-ci-time.md). Every template holds pip, as conda's host prefixes do:
+    conda adds pip to python's dependencies (conda 26.7.1 conda/base/context.py:221,
+    ``add_pip_as_python_dependency`` defaults to True). Nothing else: no setuptools a host list lacks."""
     interpreter = find_interpreter(minor)
     if interpreter is None:
         raise ToolError(f"no CPython {minor} on this machine; install it with 'pyenv install {minor}'")
