@@ -127,7 +127,7 @@ def evidence_text(version: str, root: Path, sources: dict[str, SourceFile]) -> s
         "# Format (feedstock_tools/maintainer/patch_evidence.py): '@@ <path> <first line> <source>',",
         "# then the lines; '@@ <path> whole <wheel member> (blob X)' names a file the wheel ships whole.",
         "# Hunks on files no wheel carries are unknown until `git apply --check` on the tarball",
-        "# (docs/bump.md).",
+        "# (docs/guides/bump-a-release.md).",
     ]
     for path, source in sorted(sources.items()):
         if source.blob:
