@@ -23,7 +23,7 @@ Fails with one line per finding when
   configurations), or a directory holds both meta.yaml and recipe.yaml (conda-smithy's lint R-051);
 * a row of the anchor-parity table (``feedstock_tools/maintainer/anchor_parity.yaml``) disagrees with
   the driver's environment or the rendered recipe, or its decision contradicts its values, or
-  docs/anchor-parity.md is not the table's rendering (``anchor-parity``).
+  docs/reference/anchor-parity.md is not the table's rendering (``anchor-parity``).
 
 Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
 """

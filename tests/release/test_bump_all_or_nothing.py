@@ -53,7 +53,7 @@ def _render_double(state: bump.BumpState) -> None:
 
 
 def _anchor_double(state: bump.BumpState) -> None:
-    (state.root / "docs" / "anchor-parity.md").write_text("rewritten by the test double\n")
+    (state.root / "docs" / "reference" / "anchor-parity.md").write_text("rewritten by the test double\n")
 
 
 # the stages that read the written tree and write nothing, or take minutes: cheap doubles keep each run short
