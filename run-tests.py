@@ -84,7 +84,7 @@ def install_debian_packages() -> None:
         return
     command = "apt-get install -y --no-install-recommends " + " ".join(missing)
     # a new machine unpacks about 1.3 GB (Wine and MinGW-w64): dpkg need not sync each file to disk on a
-    # test machine (docs/ci-time.md has the install's time with and without)
+    # test machine (docs/records/2026-11-28-ci-time.md has the install's time with and without)
     unsafe_io = ["-o", "Dpkg::Options::=--force-unsafe-io"]
     if shutil.which("apt-get") is None:
         raise SetupError(f"{', '.join(missing)} missing and no apt-get here: install them ({command})")

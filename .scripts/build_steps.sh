@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs inside the build container (started by run_docker_build.sh): installs the build tools, then
 # builds .ci_support/${CONFIG}.yaml with conda-build (or boa's mambabuild, per conda-forge.yml).
-# Environment contract: docs/ci.md.
+# Environment contract: docs/reference/ci.md.
 set -euo pipefail
 if [[ "${VERBOSE:-0}" == 1 ]]; then
     set -x

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build one configuration in conda-forge's build container (Linux host, or osx targets with OSX_SDK_DIR).
-# Environment contract: docs/ci.md. Required: CONFIG. Optional: DOCKER_IMAGE (else read from the
+# Environment contract: docs/reference/ci.md. Required: CONFIG. Optional: DOCKER_IMAGE (else read from the
 # configuration), UPLOAD_PACKAGES, IS_PR_BUILD, CI, CONDA_FORGE_DOCKER_RUN_ARGS, OSX_SDK_DIR and the
 # variables passed into the container below.
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build one configuration natively on macOS (CI runner or a maintainer's Mac), with a private
-# Miniforge in MINIFORGE_HOME. Environment contract: docs/ci.md. Required: CONFIG.
+# Miniforge in MINIFORGE_HOME. Environment contract: docs/reference/ci.md. Required: CONFIG.
 set -euo pipefail
 # macOS runners ship bash 3.2: empty arrays are expanded with ${a[@]+"${a[@]}"} under set -u.
 

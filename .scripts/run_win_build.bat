@@ -1,5 +1,5 @@
 @REM Build one win-64 configuration on a Windows runner (CI, or a maintainer's machine through
-@REM build-locally.py), with a private Miniforge in MINIFORGE_HOME. Environment contract: docs/ci.md.
+@REM build-locally.py), with a private Miniforge in MINIFORGE_HOME. Environment contract: docs/reference/ci.md.
 @REM Required: CONFIG. The decisions (build front end, its packages, the test policy) come from
 @REM .scripts/ci_settings.py, as for build_steps.sh and run_osx_build.sh; this file only runs the steps.
 @REM No labels or "call :sub": cmd.exe finds labels unreliably in a file with LF line ends, which this is.

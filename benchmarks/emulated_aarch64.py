@@ -1,8 +1,8 @@
 """Time the kinds of work the pytorch package tests do, in any Python: native, or aarch64 under QEMU.
 
-linux-aarch64 packages are cross-compiled and their tests run under qemu-user (conda-smithy's
-`test: native_and_emulated`). This measures what that costs (docs/emulated-tests.md has the figures and
-how the aarch64 interpreter was set up):
+linux-aarch64 packages are cross-compiled and their tests run under qemu-user (conda-smithy's `test:
+native_and_emulated`). This measures what that costs (docs/records/2026-11-22-emulated-aarch64.md has the
+figures and how the aarch64 interpreter was set up):
 
     python benchmarks/emulated_aarch64.py run --python "$VENV/bin/python" --json native.json
     python benchmarks/emulated_aarch64.py run --python "qemu-aarch64-static -L $SYSROOT \\
@@ -13,7 +13,7 @@ how the aarch64 interpreter was set up):
 the recipe's own package-test scripts, pytest on a generated file) and once per repeat for the in-process
 torch workloads of emulation_workloads.py, and prints a markdown table of median and minimum seconds.
 `compare` prints emulated/native factors. `cpuinfo` writes the /proc/cpuinfo that QEMU >= 8.2 emulates
-into a sysroot, for QEMU 7.2, under which `import torch` crashes (see docs/emulated-tests.md).
+into a sysroot, for QEMU 7.2, under which `import torch` crashes (see docs/reference/emulated-tests.md).
 Standard library only.
 """
 

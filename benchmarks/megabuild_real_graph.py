@@ -2,7 +2,7 @@
 
 The graph is Debian's pytorch 2.6.0+dfsg (CPU, USE_SYSTEM_LIBS=ON, Debian's -dev packages; about 1,370
 ninja edges), the one real PyTorch source that configures on this kind of machine without downloading
-anything but the source package. docs/megabuild.md ("Measured on a real PyTorch build graph") has the
+anything but the source package. docs/records/2026-11-25-real-graph.md has the
 figures and explains the method:
 
     python benchmarks/megabuild_real_graph.py --work /work/cache/debian/real-graph

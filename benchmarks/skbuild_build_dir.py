@@ -1,6 +1,6 @@
-"""What scikit-build-core does with a reused build directory, across Pythons (docs/megabuild.md,
-"scikit-build-core source trees"). Run by hand, not by CI; it needs PyPI (pip installs scikit-build-core)
-and CPython 3.10-3.13:
+"""What scikit-build-core does with a reused build directory, across Pythons
+(docs/records/2026-11-26-skbuild-build-dir.md). Run by hand, not by CI; it needs PyPI (pip installs
+scikit-build-core) and CPython 3.10-3.13:
 
     python benchmarks/skbuild_build_dir.py --work /tmp/skbuild-reuse 1.1.1 1.1.2
 

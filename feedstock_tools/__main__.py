@@ -57,7 +57,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     # Every subcommand: SIGINT/SIGTERM/SIGHUP sent to this process alone (`kill`, `timeout`, a CI cancel)
-    # end in cleanup and one line, never a traceback or a silent death (docs/failure-modes.md).
+    # end in cleanup and one line, never a traceback or a silent death (docs/reference/failure-modes.md).
     try:
         with interruption.handled():
             return int(args.func(args) or 0)

@@ -35,7 +35,7 @@ FEEDSTOCK = (
     ".circleci",
     "build-locally.py",
     "tests/patch_fixtures",
-    "docs/anchor-parity.md",
+    "docs/reference/anchor-parity.md",
 )
 
 

@@ -66,7 +66,8 @@ class Configuration:
 
     @property
     def has_cuda_linalg(self) -> bool:
-        """2.13.0 builds libtorch_cuda_linalg as a library of its own on linux only (docs/recipe.md)."""
+        """2.13.0 builds libtorch_cuda_linalg as a library of its own on linux only
+        (docs/reference/windows.md)."""
         return self.is_cuda and self.subdir.startswith("linux-")
 
     @property

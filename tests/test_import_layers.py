@@ -1,8 +1,8 @@
 """feedstock_tools imports only downward between its sub-packages; no module of it or of the build driver
 (recipe/megabuild) imports itself back.
 
-The layers (docs/architecture.md): ``common`` <- ``conda`` <- ``ci`` <- {``maintainer``, ``proofs``} <-
-``release``. A module
+The layers (docs/reference/architecture.md): ``common`` <- ``conda`` <- ``ci`` <- {``maintainer``,
+``proofs``} <- ``release``. A module
 may import its own sub-package and the sub-packages of lower layers; ``maintainer`` and ``proofs`` share a
 layer and do not import each other; ``__main__`` (the CLI) is above everything. Every import counts: at module
 level, inside functions and under ``TYPE_CHECKING`` alike, since each is a dependency a reader must follow.

@@ -12,7 +12,7 @@ A glob or part may match several configurations; commands that run one say which
 build-locally.py lists them before building them in a row.
 
 conda-smithy names a CPU configuration ``...cuda_compiler_versionNone...``, so ``'linux_64*cuda*'`` would
-match the CPU builds through the word ``cuda``. Decision (docs/maintainer-tools.md): a glob or part is
+match the CPU builds through the word ``cuda``. Decision (docs/guides/build-locally.md): a glob or part is
 matched against a CPU configuration's name with ``cuda_compiler_versionNone`` read as ``cpu``, unless it
 names ``None`` itself: ``'linux_64*cuda*'`` selects the CUDA builds only, ``'linux_64*cpu*'`` the CPU
 builds, ``'*versionNone*'`` still works. The exact name and a path are taken as written.

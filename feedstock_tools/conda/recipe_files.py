@@ -96,7 +96,7 @@ def check_first_pass(recipe_dir: Path, subdirs: Iterable[str]) -> None:
     in a container, where an error shows only after the image is pulled."""
     try:
         from feedstock_tools.conda.first_pass import render_first_pass
-    except ImportError:  # build-locally.py is standard library only (docs/architecture.md)
+    except ImportError:  # build-locally.py is standard library only (docs/reference/architecture.md)
         return
     for subdir in sorted(set(subdirs)):
         render_first_pass(recipe_dir, subdir)
@@ -126,7 +126,7 @@ def _check_recipe(files: tuple[tuple[Path, int, int], ...], known: frozenset[str
             continue
         try:
             from feedstock_tools.conda.variants import parse_variant_text
-        except ImportError:  # build-locally.py is standard library only (docs/architecture.md)
+        except ImportError:  # build-locally.py is standard library only (docs/reference/architecture.md)
             return
         for subdir in KNOWN_SUBDIRS:
             parse_variant_text(text, subdir, {}, source=path)

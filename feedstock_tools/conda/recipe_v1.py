@@ -5,7 +5,7 @@ regro bot bumps its ``{% set version %}`` and sha256, and conda-forge moves a re
 meta.yaml (conda-recipe-manager's ``convert``). recipe-v1/recipe.yaml says the same in rattler-build's v1
 format and is written by this module, byte for byte the same from the same meta.yaml; ``convert-v1
 --check``, ``render-ci --check``, ``check`` and CI fail when the committed file is not what it writes
-(docs/rattler-build.md).
+(docs/reference/recipe-v1.md).
 
 How meta.yaml is read: its Jinja evaluated symbolically (:mod:`feedstock_tools.conda.meta_jinja`: lists
 built under ``{% if %}`` blocks become items with conditions, written out by ``{% for %}`` in every output,
@@ -516,7 +516,7 @@ def _banner(source: str) -> tuple[Comment, ...]:
         "rattler-build's v1 format (CEP 13/14), pass 1 of the megabuild as a `staging` output (CEP 41). Its",
         "own directory: conda-smithy's linter refuses one holding meta.yaml and recipe.yaml (lint R-051);",
         "the patches, scripts and test files are recipe/'s. The comments are meta.yaml's; how the formats",
-        "map: docs/rattler-build.md.",
+        "map: docs/reference/recipe-v1.md.",
     )
 
 

@@ -4,7 +4,7 @@ conda-build never asks the rendered recipe which variables it read; it searches 
 (``conda_build/variants.py: find_used_variables_in_text`` and ``find_used_variables_in_shell_script``,
 driven by ``conda_build/metadata.py: MetaData.get_used_vars``). :func:`find_used_in_text` uses the same
 regular expressions as conda-build 26.7.1 (see :func:`_patterns`; its results were compared with the real
-function on this machine, docs/ci.md). A key counts as used when it appears
+function on this machine, docs/records/2026-11-29-real-conda-tools.md). A key counts as used when it appears
 
 - in a selector (``# [cuda_compiler_version != "None"]``), searched in the text *before* selectors
   are applied, so a selector for another platform still counts;

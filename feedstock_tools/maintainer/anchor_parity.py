@@ -8,7 +8,8 @@ computes this feedstock's actual value for each family: the driver's environment
 script_env included) and the rendered recipe (:func:`feedstock_tools.conda.recipe_render.render_recipe` of
 the family's ``.ci_support`` file).
 The command fails where they disagree with the table, where a row's decision contradicts its own values
-(:func:`contradictions`) and where the document is stale; ``--write`` renders ``docs/anchor-parity.md``.
+(:func:`contradictions`) and where the document is stale; ``--write`` renders
+``docs/reference/anchor-parity.md``.
 A requirement row's "ours" in the document is the rendered recipe's spec, so a version a release bump
 changes (triton's series) is read from the recipe, never restated in the table. ``check`` runs the same.
 """
@@ -37,7 +38,7 @@ from feedstock_tools.conda.yaml_load import safe_load
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
 TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a feedstock root
-DOC_NAME = "docs/anchor-parity.md"
+DOC_NAME = "docs/reference/anchor-parity.md"
 DOC_FILE = REPO_ROOT / DOC_NAME
 _atomic_file = import_megabuild("atomic_file")
 _package_files = import_megabuild("package_files")
@@ -535,10 +536,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Compute this feedstock's value of every setting in the table (anchor_parity.yaml) "
             "for each platform family (the driver's environment, the rendered recipe), compare it with the "
             "table; print the disagreements and the rows whose decision contradicts their values (exit 1 "
-            "if any). --write renders docs/anchor-parity.md (a requirement's 'ours' is the recipe's spec)."
+            f"if any). --write renders {DOC_NAME} (a requirement's 'ours' is the recipe's spec)."
         ),
     )
-    parser.add_argument("--write", action="store_true", help="write docs/anchor-parity.md from the table")
+    parser.add_argument("--write", action="store_true", help=f"write {DOC_NAME} from the table")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")
     parser.add_argument(
         "--ci-support", type=Path, default=None, help="configurations (default: the root's .ci_support/)"

@@ -6,7 +6,7 @@ Fails with one line per finding when
   its ``git format-patch`` header with ``Why:``, ``Upstream status:`` and ``Context verified against:``;
 * a hunk of a listed patch conflicts with the upstream text the project holds, alone or after the earlier
   patches of a configuration's series (:mod:`feedstock_tools.maintainer.patch_check` prints one table row per
-  hunk: applies / conflicts / unknown text; docs/patches.md);
+  hunk: applies / conflicts / unknown text; docs/reference/patches.md);
 * an output's host requirements drift from the top-level build's (the megabuild passes re-run CMake in
   pass 1's cache, so they must see the same dependencies);
 * an output has no test;
@@ -19,11 +19,11 @@ Fails with one line per finding when
 * the build driver's staging table names a package the recipe does not build with a script, or the
   reverse;
 * recipe-v1/recipe.yaml (v1, rattler-build) renders differently from meta.yaml for a .ci_support
-  configuration (``render-v1``, docs/rattler-build.md: one finding per item one recipe lacks, over the
+  configuration (``render-v1``, docs/reference/recipe-v1.md: one finding per item one recipe lacks, over the
   configurations), or a directory holds both meta.yaml and recipe.yaml (conda-smithy's lint R-051);
 * a row of the anchor-parity table (``feedstock_tools/maintainer/anchor_parity.yaml``) disagrees with
   the driver's environment or the rendered recipe, or its decision contradicts its values, or
-  docs/anchor-parity.md is not the table's rendering (``anchor-parity``).
+  docs/reference/anchor-parity.md is not the table's rendering (``anchor-parity``).
 
 Every configuration a rerender would produce is rendered with :mod:`feedstock_tools.conda.recipe_render`.
 """
@@ -56,7 +56,7 @@ CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
 _package_files = import_megabuild("package_files")
 LIBTORCH, LINALG, PYTORCH = _package_files.PACKAGES
 PATCH_SUFFIXES = (".patch", ".diff")
-# The paragraphs a patch's commit message must start (docs/patches.md says what each holds).
+# The paragraphs a patch's commit message must start (docs/reference/patches.md says what each holds).
 PATCH_HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
 
@@ -114,7 +114,7 @@ def patch_header_problem(text: str) -> str | None:
     missing = [field for field in PATCH_HEADER_FIELDS if not any(line.startswith(field) for line in header)]
     if missing:
         fields = " / ".join(repr(field) for field in missing)
-        return f"commit message has no {fields} paragraph (docs/patches.md)"
+        return f"commit message has no {fields} paragraph (docs/reference/patches.md)"
     return None
 
 
@@ -487,8 +487,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "patch in recipe/patches is listed in meta.yaml, exists and has a git format-patch header "
             "with Why:, Upstream status: and Context verified against:; every hunk of every listed patch "
             "applies to the upstream text in tests/patch_fixtures, alone and in each configuration's "
-            "series (a table: applies / conflicts / unknown text; docs/patches.md); scripted outputs keep "
-            "the top-level host requirements; every "
+            "series (a table: applies / conflicts / unknown text; docs/reference/patches.md); scripted "
+            "outputs keep the top-level host requirements; every "
             "output has a test; build numbers follow CUDA +200 + version digits, MKL +100, MAGMA +50 and "
             "build strings cuda{ver}_{blas}[_py{CONDA_PY}|_magma|_nomagma]_h{hash}_{n} (cpu_ for CPU); "
             ".ci_support is what the CI generator writes; the staging table and the outputs agree; "

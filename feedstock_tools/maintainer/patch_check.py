@@ -6,7 +6,7 @@ selectors keep, in ``meta.yaml``'s order) is applied in turn, as conda-build doe
 an earlier patch of the series changes conflicts too. The text is the release's evidence in
 ``tests/patch_fixtures/`` (:mod:`feedstock_tools.maintainer.patch_evidence`: the pre-image, else what ``bump``
 read from the release's wheels); a hunk whose lines it lacks is
-"unknown text", which only ``git apply --check`` in the real source tree settles (docs/patches.md).
+"unknown text", which only ``git apply --check`` in the real source tree settles (docs/reference/patches.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from feedstock_tools.maintainer.patch_hunks import (
 # Worst first: a row shows the worst verdict any series gave its hunk.
 _RANK = {Verdict.CONFLICTS: 0, Verdict.UNKNOWN: 1, Verdict.APPLIES: 2}
 _LISTED_WITH_SELECTOR = re.compile(r"^\s*-\s+([^\s#]+\.(?:patch|diff))\b[^#\n]*(?:#\s*(\[.*\]))?", re.M)
-# A patch header's "not verified: <path>@<line> (<why>)" entries (docs/patches.md).
+# A patch header's "not verified: <path>@<line> (<why>)" entries (docs/reference/patches.md).
 _NOT_VERIFIED = re.compile(r"not verified: (\S+)@(\d+) \(([^)]+)\)")
 
 

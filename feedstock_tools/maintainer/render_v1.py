@@ -1,7 +1,7 @@
 """``render-v1``: recipe-v1/recipe.yaml (rattler-build, v1) against recipe/meta.yaml, output by output.
 
 meta.yaml is the recipe conda-forge builds; recipe.yaml says the same in v1, generated from it by
-``convert-v1`` (:mod:`feedstock_tools.conda.recipe_v1`, docs/rattler-build.md). This command, the proof
+``convert-v1`` (:mod:`feedstock_tools.conda.recipe_v1`, docs/reference/recipe-v1.md). This command, the proof
 that the conversion is faithful, renders both for every .ci_support configuration — recipe.yaml with the
 REAL rattler-build (py-rattler-build, :mod:`feedstock_tools.conda.rattler_render`), meta.yaml with the
 project's conda-build emulation (:mod:`feedstock_tools.conda.recipe_render`) — and names every difference
@@ -11,7 +11,7 @@ run-exports, run constraints, the script's environment from the recipe (script_e
 list the driver builds with) and tests, and in the release tarball's url, sha256 and patches. Exit status
 1 on any difference (``check`` runs it).
 
-Normalisation, each forced by the formats (docs/rattler-build.md lists them):
+Normalisation, each forced by the formats (docs/reference/recipe-v1.md lists them):
 
 * a host/build spec whose version is exactly the variant's value for that name is compared as the bare
   name: conda-build writes the pin into the rendered spec, rattler-build applies it when it resolves;
@@ -28,7 +28,7 @@ Normalisation, each forced by the formats (docs/rattler-build.md lists them):
   target directory is compared as a recipe file.
 
 The v1 recipe lives in its own directory, ``recipe-v1/`` (conda-smithy's linter refuses a recipe
-directory holding both meta.yaml and recipe.yaml: lint R-051, docs/rattler-build.md); its scripts and
+directory holding both meta.yaml and recipe.yaml: lint R-051, docs/reference/recipe-v1.md); its scripts and
 patches are recipe/'s, reached as ``../recipe/...``.
 """
 

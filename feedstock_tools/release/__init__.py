@@ -1,1 +1,2 @@
-"""The release bump: one layer above ``maintainer`` and ``proofs``, since it uses both (docs/bump.md)."""
+"""The release bump: one layer above ``maintainer`` and ``proofs``, since it uses both
+(docs/reference/bump.md)."""

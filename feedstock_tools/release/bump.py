@@ -9,7 +9,8 @@ render, puts every file back.
 Exit 0 when nothing needs a person, 2 when something does, 1 (one line, nothing written) on bad input.
 
 It fetches nothing: the wheels come from ``--wheels`` or pip's cache (:mod:`.wheel_source`), a real wheel
-or its fixture set alike. docs/bump.md has the procedure, what each row asks and the release reports.
+or its fixture set alike. docs/guides/bump-a-release.md has the procedure and what each row asks,
+docs/reference/bump.md the stages and docs/records/ the release reports.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def write_patch_evidence(state: BumpState) -> None:
             f"{path.relative_to(state.root)}: {len(state.evidence.segments)} files",
             CHANGED,
             "what check judges this release's patches against, until a pre-image from the tarball replaces "
-            "it (docs/patches.md)",
+            "it (docs/reference/patches.md)",
         )
     )
 
@@ -302,7 +303,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "versions upstream ships and the anchor parity table. Reads the wheels (or their fixture sets) "
             "from --wheels or pip's cache; fetches nothing. Exit 2 when a row needs a person; bad input is "
             "one line, exit 1, nothing written; a failure after the first write puts every file back. "
-            "docs/bump.md says what each row asks."
+            "docs/guides/bump-a-release.md says what each row asks."
         ),
     )
     parser.add_argument("version", help="the release as conda spells it: 2.15.0 (2.15.0.rc1 for v2.15.0-rc1)")

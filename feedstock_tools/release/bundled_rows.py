@@ -35,7 +35,7 @@ BUNDLED_PINS = (
         "extensions compile against. Either pin fmt {bundled} for this feedstock (fmt:\\n  - '{bundled}' "
         "in recipe/conda_build_config.yaml, then render-ci) once conda-forge publishes it, or keep "
         "conda-forge's {pins} and write the release and the reason into the fmt note above "
-        "cpp_host_pinned in recipe/meta.yaml (docs/bump.md, 'Bundled versions')",
+        "cpp_host_pinned in recipe/meta.yaml (docs/guides/bump-a-release.md, 'Bundled versions')",
     ),
     BundledPin(
         "pybind11_abi",
@@ -48,7 +48,7 @@ BUNDLED_PINS = (
         "release bundles ABI {bundled}. Keep {pins} unless the release needs the newer pybind11 (the first "
         "real build of torch._C says so): then follow conda-forge's pybind11 migration in "
         ".ci_support/migrations. Write the release and the decision into the pybind11 note in "
-        "recipe/meta.yaml (docs/bump.md, 'Bundled versions')",
+        "recipe/meta.yaml (docs/guides/bump-a-release.md, 'Bundled versions')",
     ),
 )
 

@@ -127,7 +127,7 @@ def evidence_text(version: str, root: Path, sources: dict[str, SourceFile]) -> s
         "# Format (feedstock_tools/maintainer/patch_evidence.py): '@@ <path> <first line> <source>',",
         "# then the lines; '@@ <path> whole <wheel member> (blob X)' names a file the wheel ships whole.",
         "# Hunks on files no wheel carries are unknown until `git apply --check` on the tarball",
-        "# (docs/bump.md).",
+        "# (docs/guides/bump-a-release.md).",
     ]
     for path, source in sorted(sources.items()):
         if source.blob:
@@ -192,8 +192,8 @@ def patch_rows(root: Path, evidence: ReleaseEvidence) -> list[Row]:
                     status,
                     ""
                     if status == SAME
-                    else "refresh the hunk on the release's text (docs/patches.md, 'Refreshing a patch'), or "
-                    "drop the patch",
+                    else "refresh the hunk on the release's text (docs/reference/patches.md, 'Refreshing a "
+                    "patch'), or drop the patch",
                 )
             )
     if unknown:
@@ -205,8 +205,8 @@ def patch_rows(root: Path, evidence: ReleaseEvidence) -> list[Row]:
                 "their files are not in any wheel",
                 PERSON,
                 "on a machine with the tarball: tar xf pytorch-vVERSION.tar.gz, then git apply --check -v "
-                "each recipe/patches/*.patch in it; refresh a patch that fails (docs/patches.md, 'What only "
-                "the real source tree finishes')",
+                "each recipe/patches/*.patch in it; refresh a patch that fails (docs/reference/patches.md, "
+                "'What only the real source tree finishes')",
             )
         )
     return rows

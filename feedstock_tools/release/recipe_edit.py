@@ -17,7 +17,7 @@ CONFIG = "recipe/conda_build_config.yaml"
 
 _SET = r'^\{{% set {name} = (?P<quote>"?)(?P<value>[^"%]*?)(?P=quote) %\}}$'
 # The pytorch output's build section, where a Python floor becomes an output-level skip (the top level
-# must not name python: conda-smithy would split CI jobs per Python, docs/architecture.md).
+# must not name python: conda-smithy would split CI jobs per Python, docs/reference/architecture.md).
 _PYTORCH_BUILD = re.compile(
     r"(?P<head>^  - name: pytorch\n(?:    script: .*\n)*    build:\n      number: \{\{ number \}\}\n)"
     r"(?P<skip>      skip: true  # \[py<\d+\]\n)?",

@@ -7,7 +7,7 @@ CUDA build (its ``torch/version.py``), and a package that follows the CUDA toolk
 (``cuda-bindings <14,>=13.0.3`` in the CUDA 13.0 wheel: cuda-bindings' major.minor are the toolkit's, as
 NVIDIA's maintainer says in pytorch/pytorch#156424) speaks for the configurations of that CUDA major only.
 Lines for another CUDA major are kept as the recipe has them, and each configuration needs a line of its
-own series (docs/bump.md, "Per-CUDA-series run requirements").
+own series (docs/guides/bump-a-release.md, "Per-CUDA-series run requirements").
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def requirement_changes(release: Release, meta: str, ci_support: Path) -> tuple[
                         PERSON,
                         f"split the line in recipe/meta.yaml's pytorch run requirements, one per CUDA "
                         f"version: {'; '.join(_series_lines(name, spec, marker, cuda or '', configs)[0])} "
-                        "(docs/bump.md, 'Per-CUDA-series run requirements')",
+                        "(docs/guides/bump-a-release.md, 'Per-CUDA-series run requirements')",
                     )
                 )
         if series:
@@ -247,7 +247,7 @@ def requirement_changes(release: Release, meta: str, ci_support: Path) -> tuple[
                         ", ".join(uncovered),
                         PERSON,
                         "add a line of each one's CUDA series to recipe/meta.yaml's pytorch run requirements "
-                        "(docs/bump.md, 'Per-CUDA-series run requirements')",
+                        "(docs/guides/bump-a-release.md, 'Per-CUDA-series run requirements')",
                     )
                 )
     tracked = {normalise_name(d.python_name) for d in DEPENDENCIES if d.python_name}
@@ -290,17 +290,18 @@ def _missing_row(
         action = (
             f"add to recipe/meta.yaml's pytorch run requirements one line per CUDA version: "
             f"{'; '.join(lines)}{note}. PyPI's wheel is CUDA {cuda}; the other series are what upstream's "
-            "CUDA wheels of that major require (not on PyPI; docs/bump.md, 'Per-CUDA-series run "
-            "requirements')"
+            "CUDA wheels of that major require (not on PyPI; docs/guides/bump-a-release.md, "
+            "'Per-CUDA-series run requirements')"
             + (f", unknown here for CUDA {', '.join(others)}: find it there" if others else "")
             + ". Then solve-check needs a record of each series in "
-            "feedstock_tools/proofs/solve/solve_metadata.yaml (docs/bump.md, 'solve-check records')"
+            "feedstock_tools/proofs/solve/solve_metadata.yaml (docs/guides/bump-a-release.md, "
+            "'solve-check records')"
         )
     else:
         line = f"- {conda} {conda_spec(spec, '')}".rstrip() + (f"  # [{selector}]" if selector else "")
         action = (
             f"add `{line}` to recipe/meta.yaml's pytorch run requirements{note}, or a comment there saying "
             "why not; then a solve-check record in feedstock_tools/proofs/solve/solve_metadata.yaml if its "
-            "spec has a bound (docs/bump.md, 'solve-check records')"
+            "spec has a bound (docs/guides/bump-a-release.md, 'solve-check records')"
         )
     return Row("run requirement", pypi_name, "(not in the recipe)", shown, PERSON, action)

@@ -22,7 +22,7 @@ _RECORD_HOW = (
     "matter, source). From conda-forge's repodata where you can reach it; offline, from its feedstock's "
     "recipe at a commit (the version, subdirs, run requirements), or, for a version conda-forge has not "
     "built yet, from PyPI (`pip index versions {line.name}`: conda-forge builds upstream's release tags), "
-    "saying so in source. Never a made-up version (docs/bump.md, 'solve-check records')"
+    "saying so in source. Never a made-up version (docs/guides/bump-a-release.md, 'solve-check records')"
 )
 REQUESTS = "feedstock_tools/proofs/solve/solve_requests.yaml"
 

@@ -31,7 +31,7 @@ WRITTEN: tuple[str, ...] = (
     "templates",
     ".scripts",
     "build-locally.py",
-    "docs/anchor-parity.md",
+    "docs/reference/anchor-parity.md",
 )
 
 

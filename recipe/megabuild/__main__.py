@@ -28,8 +28,8 @@ top-level recipe and once for each output; the pass is chosen by $PKG_NAME:
 It reads conda-build's environment (PKG_NAME, PREFIX, BUILD_PREFIX, SRC_DIR, RECIPE_DIR, PYTHON, SP_DIR,
 CPU_COUNT, target_platform, on Windows LIBRARY_PREFIX, and the variant keys blas_impl, cuda_compiler_version,
 magma_variant). For local debugging builds it honours DEBUG=1, REL_WITH_DEB_INFO=1 and MAX_JOBS. After every
-pass it writes build/megabuild-report.json and prints what each pass compiled. docs/megabuild.md has the
-details.
+pass it writes build/megabuild-report.json and prints what each pass compiled. docs/reference/megabuild.md has
+the details.
 """
 
 

@@ -1,4 +1,5 @@
-"""What conda-build tells a build script through its environment (see docs/megabuild.md for the sources).
+"""What conda-build tells a build script through its environment (see docs/reference/megabuild.md for the
+sources).
 
 On Windows (conda-build 26.x environ.py windows_vars/python_vars, config.py _get_python) the script
 also gets ``LIBRARY_PREFIX`` (``%PREFIX%\\Library``, with ``LIBRARY_BIN``/``LIBRARY_LIB``/``LIBRARY_INC``

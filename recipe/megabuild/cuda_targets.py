@@ -11,7 +11,7 @@ The GPU architectures are the recipe's: ``recipe/meta.yaml`` holds each configur
 (``cuda_arch_list``), constrains ``__cuda_arch`` (CEP 46) to its first entry and hands it to every pass
 through ``script_env`` as ``MEGABUILD_CUDA_ARCH_LIST`` (recipe-v1: ``script.env``). The driver builds with
 that value and refuses one the recipe's bound would misread: not oldest first, or ``+PTX`` anywhere but on
-the newest entry (docs/recipe.md, "Which GPUs a CUDA build runs on").
+the newest entry (docs/reference/solver-picks.md, "Which GPUs a CUDA build runs on").
 """
 
 from __future__ import annotations

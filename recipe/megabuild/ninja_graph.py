@@ -1,7 +1,7 @@
 """Ask ninja about the build graph: its command lines, and which outputs it would rebuild.
 
-Why pass 1 needs this (measured on Debian's pytorch 2.6.0+dfsg, docs/megabuild.md "Measured on a real
-PyTorch build graph"): CMake's first configure and its first reconfigure can write different command lines.
+Why pass 1 needs this (measured on Debian's pytorch 2.6.0+dfsg, docs/records/2026-11-25-real-graph.md):
+CMake's first configure and its first reconfigure can write different command lines.
 There, ``caffe2/CMakeLists.txt`` creates an imported ``fmt`` target only ``if(NOT FMT_LIBRARY)``: the first
 configure links ``/usr/lib/x86_64-linux-gnu/libfmt.so``, every later one (the cache now holds
 ``FMT_LIBRARY``) links ``-lfmt``. A later pass's cache edit triggers such a reconfigure, and ninja then

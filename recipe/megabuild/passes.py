@@ -11,7 +11,7 @@
 
 Every pass after the first depends only on pass 1's results, never on another output's: conda-build's
 documentation promises each output script a fresh copy of the work directory while its code runs them in the
-same directory (docs/megabuild.md), and the outputs' order is conda-build's choice.
+same directory (docs/reference/megabuild.md), and the outputs' order is conda-build's choice.
 """
 
 from __future__ import annotations
@@ -636,7 +636,7 @@ def _check_kept(cache: CMakeCache, changes: list[CacheChange]) -> None:
     if lost:
         raise PassFailed(
             f"{cache.path}: CMake did not keep {'; '.join(lost)}: the reconfigure overrode our edit "
-            "(see docs/megabuild.md, Retargeting)"
+            "(see docs/reference/megabuild.md, Retargeting)"
         )
 
 
@@ -739,7 +739,7 @@ def _check_work(ctx: PassContext, name: str, work: PassWork, expected: list[str]
         message = (
             f"{name} compiled or linked {len(unexpected)} file(s) outside "
             f"{', '.join(expected) or 'nothing'}, first {unexpected[0]}: an upstream cause of needless "
-            "rebuilds (docs/megabuild.md)"
+            "rebuilds (docs/reference/megabuild.md)"
         )
         if ctx.options.strict:
             raise PassFailed(message)

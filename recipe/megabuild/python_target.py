@@ -2,9 +2,9 @@
 
 PyTorch's CMake build meets Python only through FindPython (``find_package(Python COMPONENTS Interpreter
 OPTIONAL_COMPONENTS Development.Module NumPy)``), pybind11's CMake config when the system pybind11 is used,
-and a few per-environment paths (docs/megabuild.md, "Retargeting"). Changing only ``Python_EXECUTABLE``
-is not enough: FindPython keeps its cached ``_Python_*`` results for the old version, reports
-Development.Module missing, and PyTorch then FORCE-writes ``BUILD_PYTHON=OFF`` into the cache.
+and a few per-environment paths (docs/reference/megabuild.md, "Retargeting"). Changing only
+``Python_EXECUTABLE`` is not enough: FindPython keeps its cached ``_Python_*`` results for the old version,
+reports Development.Module missing, and PyTorch then FORCE-writes ``BUILD_PYTHON=OFF`` into the cache.
 
 So the switch, entry by entry:
 
@@ -314,7 +314,9 @@ def check_retarget_kept(cache: CMakeCache, target: PythonFacts, before: dict[str
         problems.append(f"_Python_INCLUDE_DIR is {found.include_dir!r}, expected {target.include_dir!r}")
     problems += check_guarded_options(cache, before)
     if problems:
-        raise RetargetError(f"{where} after the build: {'; '.join(problems)}: see docs/megabuild.md")
+        raise RetargetError(
+            f"{where} after the build: {'; '.join(problems)}: see docs/reference/megabuild.md"
+        )
 
 
 def _same_path(found: str, expected: str) -> bool:

@@ -3,8 +3,8 @@
 scikit-build-core keeps a build directory only while it finds its own installation at the path it recorded
 there: ``build/.skbuild-info.json`` holds ``skbuild_path`` and a different one clears ``CMakeCache.txt`` and
 ``CMakeFiles/`` ("New isolated environment ... clearing cache", its ``cmake.py``; measured with 1.1.1 and
-1.1.2, docs/megabuild.md "scikit-build-core"). In conda-build every output's scikit-build-core lives under
-``lib/python3.X/site-packages`` of a prefix whose Python differs per ``pytorch`` output, so each would
+1.1.2, docs/records/2026-11-26-skbuild-build-dir.md). In conda-build every output's scikit-build-core lives
+under ``lib/python3.X/site-packages`` of a prefix whose Python differs per ``pytorch`` output, so each would
 rebuild everything. The driver therefore owns the location: pass 1 copies the host's scikit-build-core
 package into ``build/megabuild-backend/`` and every pass runs the PEP 517 hook ``build_wheel`` from that
 copy, under ``${PYTHON}`` (scikit-build-core reads the interpreter, its SOABI, numpy's include directory
@@ -54,11 +54,11 @@ MAGMA_INSTALL = "megabuild-magma-install"  # below build/: the MAGMA pass's cmak
 # prefix four directories above torch/share/cmake/Caffe2/ and names ${_IMPORT_PREFIX}/lib/libc10.so, so
 # CMake's install prefix is the wheel's torch/ (the 2.15.0 wheels, read here)
 TORCH_DIR_IN_WHEEL = "torch"
-# The cache entries scikit-build-core FORCE-sets on every run whose value legitimately differs between
-# passes (measured, docs/megabuild.md): the staging directory of the wheel (a new temporary directory each
-# run) and the install prefix below it, which only install rules read; and the interpreter hints, which
-# only FindPython reads (the Python-linked targets are the only ones that see its results; the ninja log
-# check proves it for every pass).
+# The cache entries scikit-build-core FORCE-sets on every run whose value legitimately differs between passes
+# (measured, docs/records/2026-11-26-skbuild-build-dir.md): the staging directory of the wheel (a new
+# temporary directory each run) and the install prefix below it, which only install rules read; and the
+# interpreter hints, which only FindPython reads (the Python-linked targets are the only ones that see its
+# results; the ninja log check proves it for every pass).
 BACKEND_OWNED_PREFIXES = (
     "SKBUILD_",
     "Python_",
@@ -230,7 +230,7 @@ def _check_backend_changes(
     message = (
         f"{name}: scikit-build-core changed {len(changed)} cache entr{'y' if len(changed) == 1 else 'ies'} "
         f"outside the wheel directory and interpreter hints, first {changed[0].describe()}: pass it the same "
-        "settings as pass 1 (docs/megabuild.md, scikit-build-core)"
+        "settings as pass 1 (docs/reference/megabuild-skbuild.md)"
     )
     if ctx.options.strict:
         raise passes.PassFailed(message)

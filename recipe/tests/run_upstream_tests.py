@@ -47,12 +47,12 @@ CUDA_SELECTIONS: tuple[Selection, ...] = (
 )  # fmt: skip
 
 
-# Under emulation (linux-aarch64 cross-compiled on linux-64; conda-smithy runs its tests under qemu-user)
-# the same work costs 13-25x the native time for interpreter work and pytest itself, about 30x for
-# float64 LAPACK and 60-90x for autograd and nn kernels (measured with the real 2.13.0 wheels:
-# docs/emulated-tests.md). Kept there: BLAS/LAPACK, the library that differs on aarch64 (OpenBLAS), and
-# the tensor basics, the two cheapest to emulate. The recipe runs them for one Python only, as conda-forge
-# runs its suite on aarch64 for Python 3.12 only (74dd3d46 recipe/meta.yaml:624-626).
+# Under emulation (linux-aarch64 cross-compiled on linux-64; conda-smithy runs its tests under qemu-user) the
+# same work costs 13-25x the native time for interpreter work and pytest itself, about 30x for float64 LAPACK
+# and 60-90x for autograd and nn kernels (measured with the real 2.13.0 wheels:
+# docs/records/2026-11-22-emulated-aarch64.md). Kept there: BLAS/LAPACK, the library that differs on aarch64
+# (OpenBLAS), and the tensor basics, the two cheapest to emulate. The recipe runs them for one Python only, as
+# conda-forge runs its suite on aarch64 for Python 3.12 only (74dd3d46 recipe/meta.yaml:624-626).
 EMULATED_SELECTIONS: tuple[Selection, ...] = tuple(
     s for s in CPU_SELECTIONS if s.path in ("test/test_linalg.py", "test/test_torch.py")
 )

@@ -1,7 +1,7 @@
 """benchmarks/emulated_aarch64.py: the CLI run for real against this interpreter.
 
 CI has no torch and no QEMU, so the run uses the workloads that need neither (interpreter start, pytest on
-a generated file); the emulated figures themselves are in docs/emulated-tests.md.
+a generated file); the emulated figures themselves are in docs/records/2026-11-22-emulated-aarch64.md.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def test_cpuinfo_text_decodes_midr_and_hwcaps_as_qemu_prints_them(monkeypatch: p
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     from emulated_aarch64 import cpuinfo_text
 
-    # what qemu-aarch64 7.2's default CPU reported here (docs/emulated-tests.md): MIDR_EL1, HWCAP, HWCAP2
+    # what qemu-aarch64 7.2's default CPU reported here (docs/reference/emulated-tests.md): MIDR_EL1, HWCAP,
+    # HWCAP2
     text = cpuinfo_text(0x000F0510, 0xECFFFFFB, 0x7F877FFF, processors=2)
     blocks = text.strip().split("\n\n")
     assert len(blocks) == 2 and blocks[1].startswith("processor\t: 1\n")

@@ -1,7 +1,8 @@
 """benchmarks/megabuild_real_graph.py without Debian's source: its arithmetic and its refusals.
 
-The measurement itself needs Debian's pytorch 2.6.0 source and an hour (docs/megabuild.md, "Measured on a
-real PyTorch build graph"); its findings are tested on fixtures cut from it in test_megabuild_ninja_graph.py.
+The measurement itself needs Debian's pytorch 2.6.0 source and an hour
+(docs/records/2026-11-25-real-graph.md); its findings are tested on fixtures cut from it in
+test_megabuild_ninja_graph.py.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def test_configurations_are_the_recipe_issue_matrix(rendered: list[ci_support.Ci
     expected |= {("linux-aarch64", "generic", "12.9", "tegra")}
     expected |= {("osx-64", blas, "None", "-") for blas in ("mkl", "generic")}
     expected |= {("osx-arm64", "generic", "None", "-")}
-    # Windows: MKL only, CUDA held at 12.8 (recipe/conda_build_config.yaml, docs/recipe.md#windows)
+    # Windows: MKL only, CUDA held at 12.8 (recipe/conda_build_config.yaml, docs/reference/windows.md)
     expected |= {("win-64", "mkl", cuda, "-") for cuda in ("None", "12.8", "13.0")}
     assert seen == expected
     assert len(rendered) == len(expected)
@@ -69,7 +69,8 @@ def test_megabuild_loops_stay_inside_one_job(rendered: list[ci_support.CiConfig]
         assert config.data["python"] == all_pythons, config.name
         for key in MEGABUILD_LOOPS:
             assert key not in config.name, config.name
-        # linux CUDA builds both linalg variants; Windows has no separate linalg library (docs/recipe.md)
+        # linux CUDA builds both linalg variants; Windows has no separate linalg library
+        # (docs/reference/windows.md)
         if config.data["cuda_compiler_version"] != ["None"] and config.subdir.startswith("linux"):
             assert config.data["magma_variant"] == ["magma", "nomagma"], config.name
 
@@ -126,7 +127,8 @@ def test_workflow_matrix_has_one_job_per_configuration(rendered: list[ci_support
             )
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
         else:
-            # conda-forge's 12-CPU Apple-silicon Namespace runner (osx-64 cross-compiled there; docs/ci.md)
+            # conda-forge's 12-CPU Apple-silicon Namespace runner (osx-64 cross-compiled there;
+            # docs/reference/ci.md)
             assert entry["runs_on"] == ["namespace-profile-12cpu-on-osx-arm64"], entry["CONFIG"]
             assert "CONDA_FORGE_DOCKER_RUN_ARGS" not in entry
 
@@ -382,7 +384,7 @@ def test_migrations_apply_in_timestamp_order() -> None:
 )
 def test_used_variable_scan(text: str, found: set[str]) -> None:
     # Expected sets: what conda-build 26.7.1's find_used_variables_in_text returns for the same text
-    # and keys (run on this machine, docs/ci.md "Checked against the real tools").
+    # and keys (run on this machine, docs/records/2026-11-29-real-conda-tools.md).
     keys = ("python", "python_min", "cuda_compiler")
     assert set(used_vars.find_used_in_text(keys, text)) == found
 

@@ -271,7 +271,7 @@ def test_conda_build_renders_the_recipe_without_its_source():
     """conda-build 26.7.1 downloads and patches the source before it renders a meta.yaml whose text (comments
     included) holds any of these (metadata.py:2136-2167 ``needs_source_for_render``, render.py:1097-1098):
     conda render, conda-smithy's rerender and the bot's would fetch PyTorch's tarball first, and fail
-    offline (docs/recipe.md, "Which GPUs a CUDA build runs on")."""
+    offline (docs/reference/solver-picks.md, "Which GPUs a CUDA build runs on")."""
     text = (REPO_RECIPE / "meta.yaml").read_text(encoding="utf-8")
     for function in ("load_setup_py_data", "load_setuptools", "load_file_regex", "load_file_data"):
         assert function not in text

@@ -1,6 +1,7 @@
 """The parity table with conda-forge's 2.13.0 recipe cannot drift: every row's value is computed for every
 platform family from the driver's environment and the rendered recipe
-(feedstock_tools/maintainer/anchor_parity.py), and docs/anchor-parity.md is the table's rendering."""
+(feedstock_tools/maintainer/anchor_parity.py), and docs/reference/anchor-parity.md is the table's
+rendering."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_every_row_agrees_with_the_driver_and_the_rendered_recipe(table: Table) 
 
 def test_the_document_is_the_tables_rendering(table: Table) -> None:
     assert DOC_FILE.read_text(encoding="utf-8") == render_markdown(table), (
-        "docs/anchor-parity.md is stale: run python -m feedstock_tools anchor-parity --write"
+        "docs/reference/anchor-parity.md is stale: run python -m feedstock_tools anchor-parity --write"
     )
 
 

@@ -79,7 +79,8 @@ def test_wheel_layout_stages_all_three_packages_of_the_cuda_wheel(layout: tuple[
 
 
 def test_real_sizes_of_the_packages(trees, listed: list[ListedFile]) -> None:
-    """What wheel-layout reported on the real wheel: 947.2 / 43.9 / 86.4 MB (docs/gpu-check.md)."""
+    """What wheel-layout reported on the real wheel: 947.2 / 43.9 / 86.4 MB
+    (docs/reference/package-contents.md)."""
     size = {f.path: f.size for f in listed}
     # install-tree paths are the wheel's torch/<path>; setuptools-tree paths are the wheel's own
     wheel_path = {"install": "torch/{}", "setuptools": "{}", "metadata": "{}"}

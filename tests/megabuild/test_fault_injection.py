@@ -1,11 +1,11 @@
 """Fault injection: interrupted, failed and hostile runs of the driver and the maintainer tools (issue 13).
 
-Every case asserts what docs/failure-modes.md promises: a one-line error naming the fix, a non-zero exit,
-nothing outside the tool's directory touched, nothing half-staged, and that running the same command again
-(after the fault is gone) succeeds. Signals are real: SIGTERM is sent to the real driver when a named step's
-log line appears; where a step is too short to hit that way, the driver's test seam
-(``MEGABUILD_TEST_SIGNAL_AT``, megabuild/interrupt.py) makes it signal itself at a named checkpoint. Full
-and read-only file systems are real tmpfs mounts (skipped where this user cannot mount).
+Every case asserts what docs/reference/failure-modes.md promises: a one-line error naming the fix, a non-zero
+exit, nothing outside the tool's directory touched, nothing half-staged, and that running the same command
+again (after the fault is gone) succeeds. Signals are real: SIGTERM is sent to the real driver when a named
+step's log line appears; where a step is too short to hit that way, the driver's test seam
+(``MEGABUILD_TEST_SIGNAL_AT``, megabuild/interrupt.py) makes it signal itself at a named checkpoint. Full and
+read-only file systems are real tmpfs mounts (skipped where this user cannot mount).
 
 One pass 1 of the upstream stand-in (CPU, generic BLAS) is built per module; each driver test starts from
 a copy of that work directory restored at the same path (CMake's cache names its own directory).
@@ -100,7 +100,8 @@ def one_line_error(stderr: str, *parts: str) -> str:
     assert "Traceback" not in stderr, stderr[-2000:]
     for part in parts:
         assert part in last, last
-    print(f"FAULT-LINE {last}")  # shown with -s: the table of docs/failure-modes.md is made from these
+    # shown with -s: the table of docs/reference/failure-modes.md is made from these
+    print(f"FAULT-LINE {last}")
     return last
 
 

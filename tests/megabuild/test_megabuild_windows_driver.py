@@ -4,7 +4,7 @@ activation scripts, and the driver's standard-library use on a Windows Python.
 What runs for real here: recipe/bld.bat and the .bat activation scripts under Wine's cmd (Debian's wine64,
 8.0), with a python.exe test double compiled by MinGW-w64 into a real PE executable. Those tests are
 skipped where Wine or MinGW are missing (CI installs neither: ``apt-get install wine64
-g++-mingw-w64-x86-64-posix`` and run this file to include them; docs/rehearsal.md).
+g++-mingw-w64-x86-64-posix`` and run this file to include them; docs/reference/rehearsal.md).
 """
 
 from __future__ import annotations

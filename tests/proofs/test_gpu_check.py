@@ -1,8 +1,8 @@
 """gpu-check without a GPU (the one-line answer and its exit status) and its layout logic.
 
-The GPU checks themselves ran on a lent H100 (docs/gpu-check.md records their output); here a small
-installed-torch tree (a test double: real file names of the 2.13.0 CUDA wheel, tiny contents) goes
-through the real layout, staging and merging, and the verdicts are computed from probe answers of the
+The GPU checks themselves ran on a lent H100 (docs/records/2026-11-22-gpu-check-h100.md records their output);
+here a small installed-torch tree (a test double: real file names of the 2.13.0 CUDA wheel, tiny contents)
+goes through the real layout, staging and merging, and the verdicts are computed from probe answers of the
 form the GPU run printed.
 """
 
@@ -21,7 +21,7 @@ from feedstock_tools.proofs.wheels.wheel_layout import WheelTag
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = WheelTag("2.13.0", "3.12", "x86_64")
-# what the H100 run printed for env-without-linalg (docs/gpu-check.md)
+# what the H100 run printed for env-without-linalg (docs/records/2026-11-22-gpu-check-h100.md)
 MISSING_LINALG = (
     "RuntimeError: Error in dlopen: libtorch_cuda_linalg.so: cannot open shared object file: "
     "No such file or directory"

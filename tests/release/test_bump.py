@@ -1,6 +1,6 @@
 """``python -m feedstock_tools bump`` on a scratch copy of the feedstock, with the fixture sets cut from the
 real wheels (tests/data/bump, ``bump VERSION --cut-fixtures``) and the 2.13.0 file lists beside them; then
-the rows worked through as docs/bump.md says, and the suite's checks on the result.
+the rows worked through as docs/guides/bump-a-release.md says, and the suite's checks on the result.
 
 The expected rows are read from the fixtures and the recipe, not written here: the release is the next
 fixture release after the recipe's version (:mod:`bump_fixtures`), its Python floor and requirements their
@@ -316,7 +316,7 @@ def test_the_build_backend_of_the_wheels_is_in_the_host(bumped: BumpRun) -> None
         assert not any(tool.startswith(backend_rows.SKBUILD) for tool in tools)
 
 
-# ---- the rows worked through as docs/bump.md says, then the suite's checks ------------------------------
+# ---- the rows worked through as docs/guides/bump-a-release.md says, then the suite's checks ----------
 
 
 @dataclass(frozen=True)
@@ -329,12 +329,12 @@ class Worked:
 
 @pytest.fixture(scope="session")
 def worked(bumped: BumpRun, tmp_path_factory: pytest.TempPathFactory) -> Worked:
-    """The bumped copy after the rows docs/bump.md tells a person to work through here: the run requirements
-    a row names, each line as the row writes it; the solve-check records a row asks for (TEST-ONLY records at
-    the lowest version the spec admits: the real ones are conda-forge's, docs/bump.md), the requests below
-    the floor dropped. Rows that need the tarball, a real build or a decision (patches, bundled versions, the
-    staging of Windows' static libraries) change nothing these checks read. meta.yaml is the one recipe
-    edited: convert-v1 then carries the lines to recipe-v1."""
+    """The bumped copy after the rows docs/guides/bump-a-release.md tells a person to work through here: the
+    run requirements a row names, each line as the row writes it; the solve-check records a row asks for
+    (TEST-ONLY records at the lowest version the spec admits: the real ones are conda-forge's,
+    docs/guides/bump-a-release.md), the requests below the floor dropped. Rows that need the tarball, a real
+    build or a decision (patches, bundled versions, the staging of Windows' static libraries) change nothing
+    these checks read. meta.yaml is the one recipe edited: convert-v1 then carries the lines to recipe-v1."""
     root = tmp_path_factory.mktemp("worked") / "feedstock"
     shutil.copytree(bumped.root, root)
     lines = [

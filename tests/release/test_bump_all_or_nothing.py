@@ -53,7 +53,7 @@ def _render_double(state: bump.BumpState) -> None:
 
 
 def _anchor_double(state: bump.BumpState) -> None:
-    (state.root / "docs" / "anchor-parity.md").write_text("rewritten by the test double\n")
+    (state.root / "docs" / "reference" / "anchor-parity.md").write_text("rewritten by the test double\n")
 
 
 # the stages that read the written tree and write nothing, or take minutes: cheap doubles keep each run short
@@ -253,9 +253,10 @@ def test_a_run_requirement_line_is_edited_by_its_selector() -> None:
 
 
 def test_an_all_digit_hash_stays_a_string_in_the_v1_recipe() -> None:
-    """docs/bump.md's placeholder hash (64 zeros) once became the integer 0 in recipe-v1 (unquoted YAML), and
-    rattler-build's render failed after the recipe was written: the recipe the bump writes converts to a v1
-    recipe whose context keeps the version and the hash strings."""
+    """The bump guide's former placeholder hash (64 zeros, docs/guides/bump-a-release.md) once became the
+    integer 0 in recipe-v1 (unquoted YAML), and rattler-build's render failed after the recipe was written:
+    the recipe the bump writes converts to a v1 recipe whose context keeps the version and the hash
+    strings."""
     meta = recipe_edit.set_version((REPO_ROOT / recipe_edit.META).read_text(), next_release(), "0" * 64)
     context = yaml.safe_load(recipe_v1.convert(meta))["context"]
     assert context["sha256"] == "0" * 64 and context["version"] == next_release()

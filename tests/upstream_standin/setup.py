@@ -1,6 +1,6 @@
 """setup.py of the upstream stand-in: a TEST DOUBLE of PyTorch 2.13.0's setup.py build interface.
 
-What it reproduces (see docs/rehearsal.md and ../../docs/architecture.md):
+What it reproduces (see docs/reference/rehearsal.md and ../../docs/reference/architecture.md):
 - every command except clean/egg_info/sdist/dist_info first builds the CMake project in ``build/``;
 - CMake is configured only when ``build/CMakeCache.txt`` (or, with Ninja, ``build/build.ninja``) is
   missing, or when ``CMAKE_FRESH=1``; later runs only do ``cmake --build build --target install``;

@@ -1,5 +1,5 @@
 """A real builder (rattler-build, conda-build) run in a process group of its own, with progress, and one line
-when it fails (``real-build``, docs/rattler-build.md).
+when it fails (``real-build``, docs/reference/real-build.md).
 
 Its output goes to a log; what is printed meanwhile is read from there and from the driver's per-pass reports
 (one file per pass, real_build.REPORT_WRAPPER): the output being built, each pass's objects and seconds, and

@@ -64,7 +64,7 @@ RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
 # The package tests' commands that need real PyTorch, which the stand-in does not model: the real build
 # leaves out exactly these (each fragment must match a command of that output's tests, or the build
 # refuses to start), prints them with the reason, and runs every other test of the recipe unchanged.
-# docs/rattler-build.md lists them.
+# docs/reference/real-build.md lists them.
 TESTS_THAT_NEED_REAL_PYTORCH: dict[str, tuple[tuple[str, str], ...]] = {
     _package_files.LIBTORCH: (
         ("caffe2_nvrtc", "the stand-in builds no caffe2_nvrtc (the CUDA wheel's torch/lib has one)"),
@@ -303,7 +303,8 @@ def run_build(
     cuda = config.cuda
     # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
     # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
-    # machine lacks; conda's override variable plays the driver, as docs/recipe.md's CONDA_OVERRIDE_CUDA
+    # machine lacks; conda's override variable plays the driver, as docs/reference/recipe.md's
+    # CONDA_OVERRIDE_CUDA
     env = {"CONDA_OVERRIDE_CUDA": os.environ.get("CONDA_OVERRIDE_CUDA", cuda)} if cuda is not None else {}
     skipped: list[SkippedTest] = []
     out_dir = work_dir / "output"

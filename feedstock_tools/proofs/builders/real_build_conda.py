@@ -1,5 +1,5 @@
 """``real-build --builder conda-build``: the real conda-build builds ``recipe/meta.yaml`` offline, from the
-local channel, against the upstream stand-in (docs/rattler-build.md, "The real conda-build").
+local channel, against the upstream stand-in (docs/reference/real-build.md, "The real conda-build").
 
 conda-build is not on PyPI and not a dependency of this project: a real one is found, never installed. Here
 that is the offline tool set ``../shared/tools/conda-tools`` (conda 26.7.1 + conda-build 26.7.1 built from

@@ -1,4 +1,4 @@
-"""``python -m feedstock_tools rehearse [CONFIG]``: the megabuild rehearsal (docs/rehearsal.md).
+"""``python -m feedstock_tools rehearse [CONFIG]``: the megabuild rehearsal (docs/reference/rehearsal.md).
 
 Runs the recipe's real ``recipe/build.sh`` and build driver for every output of one ``.ci_support``
 configuration against ``tests/upstream_standin`` (a test double of PyTorch's build interface), playing
@@ -157,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"   target_platform {target.subdir} (built on {target.build_subdir}"
             f"{', cross-compiled' if target.cross else ''}) is simulated on this machine: SHLIB_EXT "
-            f"{target.shlib_ext}, {target.soabi_tail} Python, this machine's compilers (docs/rehearsal.md)"
+            f"{target.shlib_ext}, {target.soabi_tail} Python, this machine's compilers "
+            "(docs/reference/rehearsal.md)"
         )
     phases: dict[str, float] = {"render of recipe/meta.yaml": time.monotonic() - started}
     with timed(phases, "setup (work directory, venv templates)"):

@@ -1,7 +1,7 @@
 """The harness: plays conda-build's part for one configuration and runs the recipe's real build.sh.
 
 Each behaviour follows conda-build 26.7.1 (the file and lines are named where the harness plays it; the
-real conda-build's run of this recipe is docs/rattler-build.md, "The real conda-build"). For every step
+real conda-build's run of this recipe is docs/reference/real-build.md, "The real conda-build"). For every step
 (top-level ``libtorch-split``, then each output in conda-build's order, plan.conda_build_order) it
 recreates the host prefix at the same ``PREFIX`` path and copies into it the files the top-level build
 added to its own, exports the environment conda-build gives a build script, runs ``bash recipe/build.sh``

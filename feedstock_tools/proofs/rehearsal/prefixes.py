@@ -293,9 +293,10 @@ def _make_venv_template(
     making: cache_store.Making, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
 ) -> None:
     """uv rather than venv and pip: the sixteen templates of a first run took 150 s of CPU with venv's
-    ensurepip and pip, 13 s with uv (docs/records). Every template holds pip, as conda's host prefixes do:
-    conda adds pip to python's dependencies (conda 26.7.1 conda/base/context.py:221,
-    ``add_pip_as_python_dependency`` defaults to True). Nothing else: no setuptools a host list lacks."""
+    ensurepip and pip, 13 s with uv (docs/records/2026-11-28-ci-time.md). Every template holds pip, as
+    conda's host prefixes do: conda adds pip to python's dependencies (conda 26.7.1
+    conda/base/context.py:221, ``add_pip_as_python_dependency`` defaults to True). Nothing else: no
+    setuptools a host list lacks."""
     interpreter = find_interpreter(minor)
     assert interpreter is not None  # template_key found it
     uv = uv_binary()

@@ -53,7 +53,7 @@ def solver_pick(
     request = Request("rehearsal", tuple(specs), (), {})
     machine = machine_of(target, cuda_version(variant))
     # in a child process: py-rattler's runtime threads must not outlive a solve in this one
-    # (solver_process.py, docs/failure-modes.md)
+    # (solver_process.py, docs/reference/failure-modes.md)
     outcome = solve_in_child(scratch, request, machine)
     if not outcome.solved:
         raise ToolError(

@@ -40,7 +40,7 @@ target changes for the *recipe and driver* is simulated around that:
   are exported, and the harness runs the command ``recipe/bld.bat`` runs (bld.bat itself runs under Wine's
   cmd in tests/megabuild/test_megabuild_windows_driver.py).
 
-What cannot be shown here is listed in docs/rehearsal.md ("Limits").
+What cannot be shown here is listed in docs/reference/rehearsal.md ("Limits").
 """
 
 from __future__ import annotations

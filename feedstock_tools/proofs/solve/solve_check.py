@@ -33,7 +33,7 @@ _package_files = import_megabuild("package_files")
 # the words of an expectation, by what they describe
 FLAVOUR, BLAS, LINALG, PYTHON, ARM = "flavour", "blas", "linalg", "python", "arm"
 # libmagma installed without a libtorch-cuda-linalg package: MAGMA linked into torch_cuda itself (Windows,
-# docs/recipe.md "Windows"), so libtorch depends on libmagma directly
+# docs/reference/windows.md), so libtorch depends on libmagma directly
 MAGMA_IN_TORCH = "libmagma"
 
 

@@ -1,15 +1,15 @@
 """py-rattler's solver in a child process, so that no process of ours finalizes with its runtime threads.
 
-Why (docs/failure-modes.md, "The exit crash"): py-rattler 0.28.0 hands each result of its solver to asyncio
-through pyo3-async-runtimes 0.29.0 (both named in the build paths inside ``rattler.abi3.so``): a thread of
-its tokio runtime takes the GIL, schedules the result on the event loop with ``call_soon_threadsafe``, and
-gives the GIL up and takes it back while it does (a socket write to wake the loop, object releases). Nothing
-joins or stops those threads. When the interpreter finalizes while one of them waits to take the GIL back,
-CPython ends that thread inside its GIL section and its guard's ``PyGILState_Release`` aborts the process:
-``Fatal Python error: PyGILState_Release: thread state ... must be current when releasing`` / ``Python
-runtime state: finalizing`` (exit 134), or it dies of SIGSEGV (139). The same message and the missing
-shutdown are PyO3/pyo3-async-runtimes issue 40. Measured here: a script that solves once in-process and
-exits crashed in 14 of 40 runs (2 shared cores, load average 6).
+Why (docs/reference/failure-modes.md, "The exit crash"): py-rattler 0.28.0 hands each result of its solver to
+asyncio through pyo3-async-runtimes 0.29.0 (both named in the build paths inside ``rattler.abi3.so``): a
+thread of its tokio runtime takes the GIL, schedules the result on the event loop with
+``call_soon_threadsafe``, and gives the GIL up and takes it back while it does (a socket write to wake the
+loop, object releases). Nothing joins or stops those threads. When the interpreter finalizes while one of them
+waits to take the GIL back, CPython ends that thread inside its GIL section and its guard's
+``PyGILState_Release`` aborts the process: ``Fatal Python error: PyGILState_Release: thread state ... must be
+current when releasing`` / ``Python runtime state: finalizing`` (exit 134), or it dies of SIGSEGV (139). The
+same message and the missing shutdown are PyO3/pyo3-async-runtimes issue 40. Measured here: a script that
+solves once in-process and exits crashed in 14 of 40 runs (2 shared cores, load average 6).
 
 So one child process per process of ours solves every request (one JSON line each way) and, once its input
 closes, ends with ``os._exit``: it never finalizes, so the race has no window there, and the parent never

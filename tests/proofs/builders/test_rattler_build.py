@@ -1,6 +1,6 @@
 """recipe-v1/recipe.yaml (v1) against recipe/meta.yaml with the real rattler-build, where the v1 recipe
 lives, the local channel, and (marker ``rattler_build``) a real build of recipe.yaml from that channel:
-docs/rattler-build.md."""
+docs/reference/real-build.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``real-build --builder conda-build`` (feedstock_tools/proofs/builders/real_build_conda.py) and what both
 builders' runs share (build_watch.py): finding a real conda-build, the meta.yaml copy, the one-line refusals,
 progress and interruption. The real conda-build build itself runs only where a real conda-build is named
-(``CONDA_TOOLS``); CI has none and skips it with that reason (docs/rattler-build.md, "The real
+(``CONDA_TOOLS``); CI has none and skips it with that reason (docs/reference/real-build.md, "The real
 conda-build")."""
 
 from __future__ import annotations
@@ -184,7 +184,8 @@ def test_a_failed_build_is_one_line_naming_the_output_and_leaves_no_packages(tmp
 )
 def test_conda_build_builds_and_tests_the_cpu_configuration(tmp_path: Path) -> None:
     """The real conda-build 26.7.1 builds and tests every output of recipe/meta.yaml, its own order; the
-    compile work is pass 1 + the Python-linked objects once per other Python (docs/rattler-build.md)."""
+    compile work is pass 1 + the Python-linked objects once per other Python
+    (docs/reference/real-build.md)."""
     config = read_configuration(CPU_CONFIG)
     outcome = real_build.run_build(
         config, tmp_path / "work", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS,

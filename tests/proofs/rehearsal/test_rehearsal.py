@@ -105,8 +105,8 @@ def rehearsal(request: pytest.FixtureRequest) -> Rehearsal:
 )
 def cuda_rehearsals(request: pytest.FixtureRequest) -> Rehearsal:
     """The CUDA rehearsals only, for the tests whose CPU case tests/proofs/builders/test_rattler_build.py
-    asserts with the real builder on the same configuration (docs/rattler-build.md, "What of the rehearsal
-    harness the real builder proves")."""
+    asserts with the real builder on the same configuration (docs/reference/real-build.md, "What of the
+    rehearsal harness the real builder proves")."""
     return request.getfixturevalue(f"{request.param}_rehearsal")
 
 

@@ -4,7 +4,7 @@ One configuration, the linux-64 CUDA 12.9 one (it has the MAGMA pass), rehearsed
 MEGABUILD_STRICT=1 through the real scikit-build-core the stand-in pins: every pass compiles only its own
 targets (ratio 1.00), scikit-build-core keeps the build directory in every pass, the wheels it writes are laid
 out as the real 2.15.0 wheel is, and the packages import. The other platforms are one command each
-(docs/megabuild.md, "scikit-build-core source trees").
+(docs/reference/megabuild-skbuild.md).
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def test_every_pass_compiles_only_its_own_targets(skbuild_rehearsal: Rehearsal):
 
 
 def test_scikit_build_core_kept_the_build_directory_in_every_pass(skbuild_rehearsal: Rehearsal):
-    """One scikit-build-core location for every pass: never "clearing cache" (docs/megabuild.md)."""
+    """One scikit-build-core location for every pass: never "clearing cache"
+    (docs/reference/megabuild-skbuild.md)."""
     src = skbuild_rehearsal.src_dir
     info = json.loads((src / "build" / ".skbuild-info.json").read_text())
     assert Path(info["skbuild_path"]) == src / "build" / "megabuild-backend" / "scikit_build_core"

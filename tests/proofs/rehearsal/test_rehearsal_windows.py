@@ -2,7 +2,7 @@
 
 Three steps of the CUDA 12.8 configuration run, strict: pass 1 (Python 3.10), libtorch, and pytorch for
 Python 3.11, whose pass retargets the cache from 3.10 to 3.11 through the typed Windows retarget. The whole
-configuration (every Python) is the documented command in docs/rehearsal.md.
+configuration (every Python) is the documented command in docs/records/2026-11-28-rehearsals.md.
 """
 
 from __future__ import annotations

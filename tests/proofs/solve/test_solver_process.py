@@ -1,4 +1,5 @@
-"""The rehearsal's solver path ends its process cleanly (issue 29's exit crash, docs/failure-modes.md).
+"""The rehearsal's solver path ends its process cleanly (issue 29's exit crash,
+docs/reference/failure-modes.md).
 
 py-rattler's runtime threads, still inside their GIL section when the interpreter finalized, aborted a
 rehearsal whose checks had all passed (``Fatal Python error: PyGILState_Release ... finalizing``). The solver

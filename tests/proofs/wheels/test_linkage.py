@@ -85,7 +85,7 @@ def test_every_installed_file_of_the_wheel_has_exactly_one_rule(wheel: WheelFixt
         counts[claimed[0].package] = counts.get(claimed[0].package, 0) + 1
     expected = {
         # (pytorch: lib/libtorch_python; the real wheel-layout runs reported the same libtorch and
-        # (not shipped) counts: docs/recipe.md, "Real wheels of every target")
+        # (not shipped) counts: docs/reference/package-contents.md)
         "cuda130": {LIBTORCH: 9207, LIBTORCH_CUDA_LINALG: 1, PYTORCH: 1, NOT_SHIPPED: 284},
         "cuda130-aarch64": {LIBTORCH: 9207, LIBTORCH_CUDA_LINALG: 1, PYTORCH: 1, NOT_SHIPPED: 453},
         "macos-arm64": {LIBTORCH: 9703, PYTORCH: 1, NOT_SHIPPED: 370},
