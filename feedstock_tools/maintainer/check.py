@@ -262,14 +262,24 @@ def check_build_ids(config: Configuration, rendered: RenderedRecipe, base: int) 
 def check_ci_support(root: Path, pinning: Path, expected: Mapping[Path, str] | None = None) -> list[Finding]:
     """The rerender's drift; ``expected``: the CI files a rerender writes, when already rendered."""
     try:
-        return [
-            Finding("ci-support", line.split(": ", 1)[-1], line)
-            for line in ci_support.drift(root, pinning, expected)
-        ]
+        return [drift_finding(line) for line in ci_support.drift(root, pinning, expected)]
     except InputError:  # a broken input file stops the check (one line), it is not a finding
         raise
     except ToolError as exc:
         return [Finding("ci-support", ".ci_support", str(exc))]
+
+
+# a drift line of render-ci (and convert-v1): "<problem>: <path>[<detail>]"
+_DRIFT_LINE = re.compile(r"^(?P<problem>[^:]+): (?P<path>[^\s,]+)(?P<detail>.*)$")
+
+
+def drift_finding(line: str) -> Finding:
+    """A rerender's drift line as a finding that says its path and its problem once each (the whole line as
+    the message, after the path, said both twice)."""
+    match = _DRIFT_LINE.match(line)
+    if match is None:
+        return Finding("ci-support", ".ci_support", line)
+    return Finding("ci-support", match["path"], match["problem"] + match["detail"])
 
 
 def check_staging(scripted_outputs: set[str]) -> list[Finding]:
