@@ -91,7 +91,7 @@ def remove_stale_temporaries(target: Path, prefix: str | None = None) -> list[Pa
     return removed
 
 
-def _sync_directory(directory: Path) -> None:
+def sync_directory(directory: Path) -> None:
     """The rename made durable: the directory's entry synced (POSIX; Windows cannot open a directory)."""
     if os.name == "nt":
         return
@@ -131,7 +131,7 @@ def replacing(
         tmp.unlink(missing_ok=True)
         raise
     if durable:
-        _sync_directory(target.parent)
+        sync_directory(target.parent)
 
 
 def write_bytes(
