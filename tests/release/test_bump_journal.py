@@ -196,3 +196,18 @@ def test_a_restore_goes_on_past_a_failed_write_and_names_what_it_could_not_put_b
     assert main(["check", "--root", str(scratch), "--pinning", str(nowhere)]) == 1
     assert "is put back as it was before it" in capsys.readouterr().err
     assert tree(scratch) == before
+
+
+def test_the_journal_lives_in_the_trees_own_git_directory(tmp_path: Path) -> None:
+    """A clone's .git; a worktree's own git directory, which its .git file names (never the main one's,
+    shared by every worktree); a tree without git, .bump-journal at its root."""
+    clone, worktree, plain = tmp_path / "clone", tmp_path / "worktree", tmp_path / "plain"
+    (clone / ".git").mkdir(parents=True)
+    own = clone / ".git" / "worktrees" / "worktree"
+    own.mkdir(parents=True)
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: ../clone/.git/worktrees/worktree\n")
+    plain.mkdir()
+    assert tree_journal.journal_dir(clone) == clone / ".git" / "pytorch-feedstock" / "bump-journal"
+    assert tree_journal.journal_dir(worktree) == own.resolve() / "pytorch-feedstock" / "bump-journal"
+    assert tree_journal.journal_dir(plain) == plain / ".bump-journal"
