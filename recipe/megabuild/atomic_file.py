@@ -53,9 +53,12 @@ def _temporary_beside(target: Path, prefix: str) -> tuple[int, Path]:
 
 
 def _running(pid: int) -> bool:
-    """Whether a process ``pid`` exists here (POSIX: signal 0 checks without sending; Windows: assumed)."""
-    if os.name == "nt" or pid == os.getpid():
+    """Whether a process ``pid`` is known to exist here (POSIX: signal 0 checks without sending). On
+    Windows none is known: the age decides, and a file its writer holds open cannot be deleted there."""
+    if pid == os.getpid():
         return True
+    if os.name == "nt":
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
