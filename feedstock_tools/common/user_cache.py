@@ -16,9 +16,15 @@ CACHE_ENV = "PYTORCH_FEEDSTOCK_CACHE"
 
 
 def xdg_cache_home(environ: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME``, else ``~/.cache`` (the specification's default)."""
+    """``$XDG_CACHE_HOME`` when it is an absolute path, else ``~/.cache`` (the specification's default).
+
+    A relative one is ignored, as the specification says (documentation, "Basics" of
+    https://specifications.freedesktop.org/basedir-spec/latest/: "All paths set in these environment
+    variables must be absolute."; it goes on to call a relative one invalid, to be ignored): taken as it
+    is, it named a different cache in every directory a command was started from."""
     environ = os.environ if environ is None else environ
-    return Path(environ["XDG_CACHE_HOME"]) if environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    given = Path(environ.get("XDG_CACHE_HOME") or "")
+    return given if given.is_absolute() else Path.home() / ".cache"
 
 
 def tool_cache(environ: Mapping[str, str] | None = None) -> Path:

@@ -121,15 +121,51 @@ def _selector_names(namespace: Mapping[str, Any], strict: bool) -> dict[str, Any
     return dict(namespace) if strict else _UnknownNamesAreFalse(namespace)
 
 
+# What a selector may be made of: names, constants, comparisons, and/or/not, and the calls and attributes
+# selectors use (os.environ.get(...), a value's startswith). Every selector of the recipe, the pinning and
+# its migrations is of these. A selector is read from files found as well as named (conda-forge's pinning
+# beside the checkout, in conda-smithy's cache): evaluated as any Python, with ``os`` in its namespace, a
+# planted ``# [os.system(...)]`` ran as the maintainer; attributes are limited to these names, none with
+# an underscore (which closes the ``().__class__`` ways out of the empty builtins).
+_SELECTOR_NODES = (
+    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd, ast.Compare,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.Is, ast.IsNot, ast.Name,
+    ast.Constant, ast.Tuple, ast.List, ast.Load, ast.Attribute, ast.Call,
+)  # fmt: skip
+_SELECTOR_ATTRIBUTES = frozenset({"environ", "get", "getenv", "startswith", "endswith", "lower", "upper"})
+
+
+def _refuse_code(expression: str, tree: ast.Expression) -> None:
+    for node in ast.walk(tree):
+        allowed = isinstance(node, _SELECTOR_NODES)
+        if isinstance(node, ast.Attribute):
+            allowed = node.attr in _SELECTOR_ATTRIBUTES
+        elif isinstance(node, ast.Call):
+            allowed = isinstance(node.func, ast.Attribute) and not node.keywords
+        if not allowed:
+            raise SelectorError(
+                f"invalid selector [{expression}]: {ast.unparse(node)!r} is not a selector's (names, "
+                "constants, comparisons, and/or/not, os.environ.get, startswith/endswith/lower/upper): "
+                "nothing else is evaluated"
+            )
+
+
 @functools.lru_cache(maxsize=1024)
 def _selector_code(expression: str) -> CodeType:
     """Compiled once: a recipe's selectors are evaluated for every line of every variant of every render."""
-    return compile(expression, "<string>", "eval")
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise SelectorError(f"invalid selector [{expression}]: {exc.msg}") from exc
+    _refuse_code(expression, tree)
+    return compile(tree, "<string>", "eval")
 
 
 def _evaluate(expression: str, names: dict[str, Any]) -> bool:
     try:
         return bool(eval(_selector_code(expression), {"__builtins__": {}}, names))
+    except SelectorError:
+        raise
     except Exception as exc:
         raise SelectorError(f"invalid selector [{expression}]: {exc}") from exc
 

@@ -41,6 +41,7 @@ from pathlib import Path
 import yaml
 
 from feedstock_tools.ci import ci_support
+from feedstock_tools.common import tree_journal
 from feedstock_tools.common.configuration import Configuration, PythonVersion, parse_configuration
 from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
@@ -262,14 +263,24 @@ def check_build_ids(config: Configuration, rendered: RenderedRecipe, base: int) 
 def check_ci_support(root: Path, pinning: Path, expected: Mapping[Path, str] | None = None) -> list[Finding]:
     """The rerender's drift; ``expected``: the CI files a rerender writes, when already rendered."""
     try:
-        return [
-            Finding("ci-support", line.split(": ", 1)[-1], line)
-            for line in ci_support.drift(root, pinning, expected)
-        ]
+        return [drift_finding(line) for line in ci_support.drift(root, pinning, expected)]
     except InputError:  # a broken input file stops the check (one line), it is not a finding
         raise
     except ToolError as exc:
         return [Finding("ci-support", ".ci_support", str(exc))]
+
+
+# a drift line of render-ci (and convert-v1): "<problem>: <path>[<detail>]"
+_DRIFT_LINE = re.compile(r"^(?P<problem>[^:]+): (?P<path>[^\s,]+)(?P<detail>.*)$")
+
+
+def drift_finding(line: str) -> Finding:
+    """A rerender's drift line as a finding that says its path and its problem once each (the whole line as
+    the message, after the path, said both twice)."""
+    match = _DRIFT_LINE.match(line)
+    if match is None:
+        return Finding("ci-support", ".ci_support", line)
+    return Finding("ci-support", match["path"], match["problem"] + match["detail"])
 
 
 def check_staging(scripted_outputs: set[str]) -> list[Finding]:
@@ -468,6 +479,10 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # a bump stopped after its first write left its journal: the tree is put back before it is judged
+    recovered = tree_journal.recover(args.root)
+    if recovered:
+        print(recovered, file=sys.stderr, flush=True)
     findings = run_checks(args.root, locate_pinning(args.pinning), None if args.json else print_patch_report)
     if args.json:
         print(json.dumps([asdict(finding) for finding in findings], indent=2))
@@ -494,7 +509,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             ".ci_support is what the CI generator writes; the staging table and the outputs agree; "
             "recipe-v1/recipe.yaml says what meta.yaml says (one line per item one recipe lacks); the "
             "anchor-parity table holds (feedstock_tools/maintainer/anchor_parity.yaml). "
-            "Prints one line per finding and exits 1 when there is any."
+            "Prints one line per finding and exits 1 when there is any. A bump stopped by a kill after its "
+            "first write is put back first, from its journal, with one line saying so."
         ),
     )
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="feedstock root (default: %(default)s)")

@@ -5,7 +5,9 @@ requirements upstream's wheels declare), writes what it read of the patched file
 release's patch evidence, re-renders ``.ci_support`` and ``recipe-v1/`` (render-ci, convert-v1) and prints
 one table of what it changed and what needs a person. Each area is a module of its own (``*_rows.py``); this
 one runs them as :data:`STAGES`, all or nothing (:mod:`.transaction`): any failure, in a row, a write or the
-render, puts every file back.
+render, puts every file back and is one line naming the stage; a bump killed after its first write is put
+back by the next ``bump`` or ``check`` from its journal (:mod:`feedstock_tools.common.tree_journal`), which
+says so in one line.
 Exit 0 when nothing needs a person, 2 when something does, 1 (one line, nothing written) on bad input.
 
 It fetches nothing: the wheels come from ``--wheels`` or pip's cache (:mod:`.wheel_source`), a real wheel
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from feedstock_tools.ci import ci_support
+from feedstock_tools.common import tree_journal
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
@@ -263,8 +266,12 @@ def check_arguments(version: str, sha256: str) -> None:
 
 
 def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning: Path) -> Bump:
-    """Bump the feedstock at ``root`` to ``version``; all or nothing."""
+    """Bump the feedstock at ``root`` to ``version``; all or nothing, also across a kill (a stopped bump's
+    journal is put back first, one line on stderr)."""
     check_arguments(version, sha256)
+    recovered = tree_journal.recover(root)
+    if recovered:
+        print(recovered, file=sys.stderr, flush=True)
     meta_path, config_path = root / recipe_edit.META, root / recipe_edit.CONFIG
     for path in (meta_path, config_path):
         if not path.is_file():
@@ -274,10 +281,25 @@ def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning:
     if version_key(version) <= version_key(current.version):
         raise ToolError(f"{version} is not newer than the recipe's {current.version}: give the new release")
     state = BumpState(root, version, sha256, wheel_dirs, pinning, meta, config)
-    with transaction.all_or_nothing(root):
+    running = [STAGES[0][0]]
+
+    def stages() -> None:
         for number, (name, stage) in enumerate(STAGES, start=1):
+            running[0] = name
             progress(f"bump {version}: [{number}/{len(STAGES)}] {name}")
             stage(state)
+
+    try:
+        transaction.all_or_nothing(root, stages, f"the bump of {root} to {version}")
+    except ToolError:
+        raise
+    except Exception as exc:
+        # a late failure (a .ci_support that is a file, a render that breaks) is one line, never a
+        # traceback; the tree is already put back (an interruption, a BaseException, passes as it is)
+        raise ToolError(
+            f"bump {version}: the stage {running[0]!r} failed ({type(exc).__name__}: {exc}); every file is "
+            "put back as it was: fix that and run the bump again"
+        ) from exc
     return Bump(state.rows)
 
 
@@ -302,7 +324,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "staging table and the linkage against every platform's wheel, every patch hunk, the CUDA "
             "versions upstream ships and the anchor parity table. Reads the wheels (or their fixture sets) "
             "from --wheels or pip's cache; fetches nothing. Exit 2 when a row needs a person; bad input is "
-            "one line, exit 1, nothing written; a failure after the first write puts every file back. "
+            "one line, exit 1, nothing written; a failure after the first write puts every file back (one "
+            "line); a bump killed after its first write is put back by the next bump or check, from its "
+            "journal in the git directory. "
             "docs/guides/bump-a-release.md says what each row asks."
         ),
     )

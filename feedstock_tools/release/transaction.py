@@ -1,22 +1,22 @@
-"""All or nothing: every file a bump may write is kept before its first write and put back on any failure.
+"""All or nothing: every file a bump may write is kept before its first write and put back on any failure,
+or by the next run after a kill.
 
 Every write goes through the build driver's one atomic writer (``recipe/megabuild/atomic_file.py``: a unique
 temporary file beside the target, renamed over it, removed on error), so a failure never leaves a file
 half-written; :func:`all_or_nothing` then restores the bytes and modes of every file that was there and
-removes every file and directory the failed bump added, tracked or not.
+removes every file and directory the failed run added, tracked or not. The snapshot is also written to the
+tree's journal (:mod:`feedstock_tools.common.tree_journal`) before the first write: a SIGKILL, an OOM kill
+or a power loss leaves it, and the next ``bump`` or ``check`` puts the tree back from it.
 """
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from feedstock_tools.common.recipe_imports import import_megabuild
-
-_atomic_file = import_megabuild("atomic_file")
+from feedstock_tools.common import full_device
+from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.tree_journal import Journal, Snapshot
 
 # Directories (whole) and files, relative to the feedstock root, that the bump or render-ci may write or
 # chmod: the recipe's two files, the v1 recipe, the release's patch evidence, render-ci's files and modes,
@@ -35,72 +35,38 @@ WRITTEN: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    root: Path
-    names: tuple[str, ...]
-    files: dict[Path, tuple[bytes, int]]  # content and permission bits
-    dirs: frozenset[Path]
-    absent: tuple[Path, ...]  # names (and their directories) that did not exist, deepest first
+def all_or_nothing(root: Path, body: Callable[[], None], what: str, names: Sequence[str] = WRITTEN) -> None:
+    """Run ``body``, which may write below ``names`` of ``root``; ``what`` names the run in its journal.
 
-    @classmethod
-    def take(cls, root: Path, names: Sequence[str]) -> Snapshot:
-        files: dict[Path, tuple[bytes, int]] = {}
-        dirs: set[Path] = set()
-        for path in _walk(root, names):
-            if path.is_dir():
-                dirs.add(path)
-            elif path.is_file():
-                files[path] = (path.read_bytes(), path.stat().st_mode & 0o7777)
-        absent: set[Path] = set()
-        for name in names:
-            path = root / name
-            while path != root and not path.exists():
-                absent.add(path)
-                path = path.parent
-        deepest_first = tuple(sorted(absent, key=lambda p: len(p.parts), reverse=True))
-        return cls(root, tuple(names), files, frozenset(dirs), deepest_first)
-
-    def restore(self) -> None:
-        """Put every file back as it was; remove what was not there."""
-        for path in self.absent:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
-        for path in sorted(_walk(self.root, self.names), reverse=True):
-            if path.is_dir() and not path.is_symlink():
-                if path not in self.dirs and not any(path.iterdir()):
-                    path.rmdir()
-            elif path not in self.files:
-                path.unlink()
-        for path, (data, mode) in self.files.items():
-            if not path.is_file() or path.read_bytes() != data:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_file.write_bytes(path, data)
-            if path.stat().st_mode & 0o7777 != mode:
-                path.chmod(mode)
-
-
-def _walk(root: Path, names: Sequence[str]) -> list[Path]:
-    """The files and directories below ``names`` (Python's caches left out: importing writes them)."""
-    found = []
-    for name in names:
-        path = root / name
-        if path.is_dir():
-            found += [p for p in path.rglob("*") if "__pycache__" not in p.parts]
-        elif path.exists():
-            found.append(path)
-    return found
-
-
-@contextmanager
-def all_or_nothing(root: Path, names: Sequence[str] = WRITTEN) -> Iterator[None]:
-    """Within the block, any exception (a failed write, render or row, an interruption) restores every
-    file below ``names`` before it propagates."""
+    The files below ``names`` are kept, in memory and in the journal, before ``body`` runs. When it returns,
+    the journal is marked finished and removed. When it raises anything (a failed write, render or row, an
+    interruption), every file is put back, the journal removed, and the exception raised again; a restore
+    that cannot put everything back (a full disk) goes on past each failure and then raises one
+    :class:`ToolError` naming the failure and what it could not put back, the journal kept for the next
+    ``bump`` or ``check`` to finish the restore.
+    """
     snapshot = Snapshot.take(root, names)
+    journal = Journal(root)
+    journal.begin(snapshot, what)
+    failure: BaseException | None = None
     try:
-        yield
-    except BaseException:
-        snapshot.restore()
-        raise
+        body()
+        journal.finish()  # recorded as finished, then removed: all of it done, or put back below
+    except BaseException as exc:  # put back on anything, then raised again below
+        failure = exc
+    if failure is None:
+        return
+    failed = snapshot.restore()
+    if not failed:
+        journal.drop()
+        raise failure
+    journal.keep()
+    # raised here, outside the except block, so that the line below is what is printed: chained to a full
+    # device, the CLI would print that device's line alone, without the files still to put back
+    full = full_device.full_error(failure)
+    cause = full_device.full_device_line(full) if full is not None else f"{type(failure).__name__}: {failure}"
+    raise ToolError(
+        f"{what} failed ({cause}); putting {root} back, {len(failed)} could not be put back: "
+        f"{', '.join(failed)}; its journal {journal.snapshot} is kept: fix that and run check or the bump "
+        "again to put them back"
+    )

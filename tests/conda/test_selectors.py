@@ -91,3 +91,32 @@ def test_unknown_name_is_an_error_naming_the_line_when_strict():
 def test_unknown_subdir_is_rejected():
     with pytest.raises(SelectorError, match="unknown conda subdir 'linux-32'"):
         selector_namespace("linux-32")
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        'os.system("touch {marker}") == 0',
+        '().__class__.__base__.__subclasses__() and os.system("touch {marker}")',
+        'os.popen("touch {marker}").read()',
+    ],
+)
+def test_a_pinning_found_beside_the_checkout_runs_no_code(tmp_path: Path, selector: str) -> None:
+    """A clone in a shared directory: whoever can write its parent plants ../shared/data/conda-forge-pinning,
+    where the tools look for the pinning. A selector that calls anything but a selector's few methods is one
+    line naming the file and line; nothing of it runs."""
+    from feedstock_tools.common.errors import InputError
+    from feedstock_tools.conda.pinning import locate_pinning
+    from feedstock_tools.conda.variants import parse_variant_text
+
+    checkout, marker = tmp_path / "checkout", tmp_path / "planted-selector-ran"
+    checkout.mkdir()
+    planted = tmp_path / "shared" / "data" / "conda-forge-pinning" / "conda_build_config.yaml"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(f"c_compiler:\n  - gcc  # [{selector.format(marker=marker)}]\n")
+    found = locate_pinning(None, environ={}, checkout=checkout) / "conda_build_config.yaml"
+    assert found == planted
+    with pytest.raises(InputError) as refused:
+        parse_variant_text(found.read_text(), "linux-64", {}, source=found)
+    assert str(refused.value).startswith(f"{planted}: line 2: invalid selector [")
+    assert "\n" not in str(refused.value) and not marker.exists()

@@ -15,6 +15,7 @@ from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.check import (
     Finding,
     check_anchor_parity,
+    check_ci_support,
     check_recipe_v1,
     listed_patches,
     patch_header_problem,
@@ -143,8 +144,8 @@ def broken_findings(broken_copy: BrokenCopy) -> set[Finding]:
         ("build-number", "meta.yaml", "base build number differs"),
         ("build-string", f"libtorch-{VERSION}-cuda", "does not match"),
         ("build-string", f"libtorch-{VERSION}-cpu", "does not match"),
-        ("ci-support", ".ci_support/", "missing:"),
-        ("ci-support", ".ci_support/", "out of date:"),
+        ("ci-support", ".ci_support/", "missing"),
+        ("ci-support", ".ci_support/", "out of date"),
         ("recipe-v1", "recipe/", "R-051"),
     ],
 )
@@ -171,6 +172,26 @@ def test_only_the_broken_outputs_are_reported(broken_findings: set[Finding]) -> 
         f.where.split(": ", 1)[1].split(f"-{VERSION}-")[0] for f in broken_findings if f.rule == "host-drift"
     }
     assert drift == {"pytorch"}
+
+
+def test_each_drift_finding_says_its_path_and_problem_once(tmp_path: Path) -> None:
+    """A stale recipe-v1 (and every CI file a rerender would not write) is one finding each, its path the
+    finding's place and its problem the message, neither said twice (the whole line once followed the
+    path). No CI file is expected, so every committed one is extra: drift's lines without the renders."""
+    root = copy_feedstock(tmp_path / "feedstock", REPO, (*FEEDSTOCK_PATHS, "recipe-v1"))
+    v1 = root / "recipe-v1" / "recipe.yaml"
+    v1.write_text(v1.read_text() + "# edited by hand\n")
+    findings = check_ci_support(root, DEFAULT_PINNING, expected={})
+    (stale,) = [f for f in findings if f.where == "recipe-v1/recipe.yaml"]
+    assert (
+        stale.message
+        == "out of date, not what meta.yaml converts to (run: python -m feedstock_tools convert-v1)"
+    )
+    extra = [f for f in findings if f.where.startswith(".ci_support/")]
+    assert extra and all(f.message == "extra (no configuration of the recipe produces it)" for f in extra)
+    for finding in findings:
+        line = finding.line()
+        assert line.count(finding.where) == 1 and line.count(finding.message) == 1, line
 
 
 def test_cli_lists_findings_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

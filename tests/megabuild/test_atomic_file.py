@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,79 @@ def test_two_tools_at_once_in_one_checkout_write_whole_tables(tmp_path: Path) ->
     subprocess.run(single, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
     assert together == {name: (alone / name).read_text() for name in ("deps.md", "deps.json")}
     assert together["deps.md"].startswith("| Package | Upstream | Recipe | Conda-forge | Source |")
+
+
+def test_a_symlink_stays_a_symlink_and_its_file_gets_the_content(tmp_path: Path) -> None:
+    """A target that is a link (recipe-v1/conda_build_config.yaml linked to recipe/'s, say) keeps being the
+    link; the file it resolves to is replaced whole, keeping its permission bits."""
+    real = tmp_path / "recipe" / "conda_build_config.yaml"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = tmp_path / "recipe-v1" / "conda_build_config.yaml"
+    link.parent.mkdir()
+    link.symlink_to(Path("..") / "recipe" / "conda_build_config.yaml")
+    atomic_file.write_text(link, "new\n")
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert real.read_text() == "new\n" and real.stat().st_mode & 0o7777 == 0o640
+    assert [p.name for p in link.parent.iterdir()] == [link.name]
+    assert [p.name for p in real.parent.iterdir()] == [real.name]
+
+
+HALF_WRITER = """\
+import sys
+from pathlib import Path
+from megabuild import atomic_file
+with atomic_file.replacing(Path(sys.argv[1])) as handle:
+    handle.write(sys.argv[2].encode())
+    handle.flush()
+    sys.stdin.read()  # a write in progress, until the test lets it finish (or kills it)
+    handle.write(b" (finished)")
+"""
+
+
+def _half_writer(target: Path, text: str) -> tuple[subprocess.Popen[str], Path]:
+    """A real writer process holding its temporary file of ``target``, half written; and that file."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", HALF_WRITER, str(target), text],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "recipe")},
+        stdin=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        mine = list(target.parent.glob(f".{target.name}.{writer.pid}.*.tmp"))
+        if mine and mine[0].stat().st_size:
+            return writer, mine[0]
+        time.sleep(0.01)
+    writer.kill()
+    raise AssertionError(f"the writer {writer.pid} made no temporary file of {target} in 30 s")
+
+
+def _age(path: Path) -> None:
+    """As a file left ``STALE_SECONDS`` and a minute ago."""
+    then = time.time() - atomic_file.STALE_SECONDS - 60
+    os.utime(path, (then, then))
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_writer_and_a_live_ones_kept(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL leaves the writer's half-written temporary file beside the target; a later write of the
+    target removes it once it is stale (its writer gone, unchanged for STALE_SECONDS), and never the
+    temporary file of a writer still running, however old, which then finishes its write."""
+    target = atomic_file.write_text(tmp_path / "meta.yaml", "old\n")
+    killed, left = _half_writer(target, "killed's half")
+    killed.kill()
+    killed.wait(timeout=30)
+    assert left.exists() and target.read_text() == "old\n"
+    atomic_file.write_text(target, "fresh\n")
+    assert left.exists()  # its writer is gone, but it changed a moment ago
+    _age(left)
+    live, kept = _half_writer(target, "live's")
+    _age(kept)
+    atomic_file.write_text(target, "next\n")
+    assert not left.exists() and kept.exists() and target.read_text() == "next\n"
+    live.communicate("", timeout=30)
+    assert live.returncode == 0 and target.read_text() == "live's (finished)"
+    assert [p.name for p in tmp_path.iterdir()] == ["meta.yaml"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from bump_fixtures import (
 )
 
 from feedstock_tools.__main__ import main
+from feedstock_tools.common import tree_journal
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import recipe_v1
 from feedstock_tools.release import bump, recipe_edit, wheel_source
@@ -103,8 +105,35 @@ def test_a_failure_at_any_stage_leaves_git_status_clean(
         else:
             stages.append((name, real))
     monkeypatch.setattr(bump, "STAGES", tuple(stages))
-    with pytest.raises(InjectedFailure):
+    with pytest.raises(bump.ToolError) as failed:
         bump.bump(scratch, next_release(), TEST_ONLY_SHA256, [DATA], PINNING)
+    # one line naming the stage and the failure, the tree put back and the journal gone
+    assert str(failed.value).startswith(
+        f"bump {next_release()}: the stage {failing!r} failed (InjectedFailure: injected after the stage"
+    )
+    assert isinstance(failed.value.__cause__, InjectedFailure) and "\n" not in str(failed.value)
+    assert git_status(scratch) == []
+    assert not tree_journal.journal_dir(scratch).joinpath(tree_journal.SNAPSHOT).exists()
+
+
+def test_a_ci_support_that_is_a_file_is_one_line_and_puts_every_file_back(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """render-ci's real writer meets a .ci_support that is a file: a FileExistsError once ended the bump in
+    a traceback; now one line naming the stage, exit 1, and the tree as it was (the recipe written before
+    it put back)."""
+    shutil.rmtree(scratch / ".ci_support")
+    (scratch / ".ci_support").write_text("a file where the configurations go\n")
+    git_tracked(scratch)
+    stages = [(name, render if name == "render-ci" else stage) for name, stage in _quick_stages()
+              for render in [bump.render_ci]]  # fmt: skip
+    monkeypatch.setattr(bump, "STAGES", tuple(stages))
+    status = main(["bump", next_release(), "--sha256", TEST_ONLY_SHA256, "--root", str(scratch), "--wheels",
+                   str(DATA), "--pinning", str(PINNING)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 1 and len(err.splitlines()) == 1
+    assert err.startswith(f"error: bump {next_release()}: the stage 'render-ci' failed (FileExistsError: ")
+    assert err.rstrip().endswith("every file is put back as it was: fix that and run the bump again")
     assert git_status(scratch) == []
 
 

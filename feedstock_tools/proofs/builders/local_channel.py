@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from feedstock_tools.common import cache_store, full_device
+from feedstock_tools.common import cache_store, full_device, path_safety
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import activation, prefixes
@@ -391,7 +391,8 @@ def _wheel_package(wheel: Path, minor: str) -> PackageDraft:
         for member in archive.infolist():
             if member.is_dir():
                 continue
-            name = member.filename
+            # normalised and kept inside the package as pip keeps it inside the environment
+            name = path_safety.archive_member(member.filename, wheel.name)
             data_dir = f"{dist}-{version}.data/"
             if name.startswith(data_dir):
                 kind, _, rest = name[len(data_dir) :].partition("/")
@@ -402,13 +403,12 @@ def _wheel_package(wheel: Path, minor: str) -> PackageDraft:
                 continue
             files[site + name] = archive.read(member)
             if name.endswith(".dist-info/entry_points.txt"):
-                scripts = _console_scripts(archive.read(member).decode())
-    for script, target in scripts:
-        module, _, func = target.partition(":")
+                scripts = _console_scripts(archive.read(member).decode(), wheel.name)
+    for script, module, attr in scripts:
+        code = f"import sys; from {module} import {attr.split('.')[0]}; sys.exit({attr}())"
         files["bin/" + script] = (
             "#!/bin/sh\n# console script of the local channel's wheel package\n"
-            f'exec "$(dirname "$0")/python" -c "import sys; from {module} import {func.split(".")[0]}; '
-            f'sys.exit({func}())" "$@"\n'
+            f'exec "$(dirname "$0")/python" -c {shlex.quote(code)} "$@"\n'
         ).encode()
     minor_tag = minor.replace(".", "")
     return PackageDraft(
@@ -421,7 +421,9 @@ def _wheel_package(wheel: Path, minor: str) -> PackageDraft:
     )
 
 
-def _console_scripts(text: str) -> list[tuple[str, str]]:
+def _console_scripts(text: str, wheel: str) -> list[tuple[str, str, str]]:
+    """(name, module, attr) of each console script ``entry_points.txt`` of ``wheel`` declares, each checked
+    as pip checks it before it writes a script (path_safety.entry_point)."""
     scripts, section = [], ""
     for raw in text.splitlines():
         line = raw.strip()
@@ -429,7 +431,7 @@ def _console_scripts(text: str) -> list[tuple[str, str]]:
             section = line.strip("[]")
         elif section == "console_scripts" and "=" in line:
             name, _, target = line.partition("=")
-            scripts.append((name.strip(), target.strip()))
+            scripts.append(path_safety.entry_point(name.strip(), target.strip(), wheel))
     return scripts
 
 

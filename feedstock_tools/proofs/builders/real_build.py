@@ -1,9 +1,9 @@
 """A real conda builder builds the recipe, offline, for one linux-64 .ci_support configuration, against the
 upstream stand-in, from the local channel (local_channel.py): py-rattler-build builds recipe-v1/recipe.yaml
-(the default), or the real conda-build found on the machine builds recipe/meta.yaml (``--builder
-conda-build``, real_build_conda.py); then py-rattler solves and installs the metapackage from the built
-packages + that channel into a fresh prefix, where ``import torch`` (the stand-in) must work and CMake must
-find Torch.
+(the default), or the real conda-build named by ``--conda-tools``/``$CONDA_TOOLS`` builds recipe/meta.yaml
+(``--builder conda-build``, real_build_conda.py); then py-rattler solves and installs the metapackage from
+the built packages + that channel into a fresh prefix, where ``import torch`` (the stand-in) must work and
+CMake must find Torch.
 
     python -m feedstock_tools real-build                       # linux-64 CPU generic, Python 3.10 + 3.12
     python -m feedstock_tools real-build 'linux_64_blas_implgeneric*12.9*'   # a linux-64 CUDA one
@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,6 +43,7 @@ from feedstock_tools.common.config_selector import resolve_one
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.conda import rattler_render
 from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.proofs.builders import local_channel, package_diff, real_build_conda
@@ -165,8 +168,9 @@ REPORT_WRAPPER = """#!/usr/bin/env bash
 set -euo pipefail
 bash "${{RECIPE_DIR}}/build.recipe.sh" "$@"
 stamp="$(date +%s%N)"
-cp "${{SRC_DIR}}/build/megabuild-report.json" "{reports}/${{stamp}}.json"
-cp "${{SRC_DIR}}/build/.ninja_log" "{reports}/${{stamp}}.ninja_log"
+reports={reports}
+cp "${{SRC_DIR}}/build/megabuild-report.json" "${{reports}}/${{stamp}}.json"
+cp "${{SRC_DIR}}/build/.ninja_log" "${{reports}}/${{stamp}}.ninja_log"
 """
 
 
@@ -274,13 +278,42 @@ def run_build(
     conda_tools: Path | None = None,
     hash_seed: int | None = None,
     progress: Callable[[str], None] = print,
+    locked: bool = False,
 ) -> BuildOutcome:
     """Every output of ``config`` (restricted to ``pythons``) built by ``builder`` from the local
     channel against the stand-in, in a process group of its own (an interruption stops it at once), with
-    progress all along."""
+    progress all along. ``work_dir`` is emptied first, so it is built under its run lock
+    (:func:`work_dir_lock`), taken here before anything else is done, unless ``locked`` (the caller holds
+    it for longer: real-build installs into the work directory after the build)."""
     check_buildable(config)
-    subdir = config.target_platform
     tools = real_build_conda.find_conda_tools(conda_tools) if builder == "conda-build" else None
+    with contextlib.nullcontext() if locked else work_dir_lock(work_dir):
+        return _build(
+            config, work_dir, cache_dir, pythons,
+            builder=builder, v1_dir=v1_dir, test=test, tools=tools, hash_seed=hash_seed, progress=progress,
+        )  # fmt: skip
+
+
+def work_dir_lock(work_dir: Path) -> RunLock:
+    """The lock of a real-build work directory, beside it (as the rehearsal's): a second real-build of the
+    same directory is refused in one line while this one runs, instead of removing it under the first."""
+    return RunLock(work_dir.parent / f".{work_dir.name}.lock", f"real-build work directory {work_dir}")
+
+
+def _build(
+    config: Configuration,
+    work_dir: Path,
+    cache_dir: Path,
+    pythons: Sequence[str] | None,
+    *,
+    builder: str,
+    v1_dir: Path,
+    test: str,
+    tools: real_build_conda.CondaTools | None,
+    hash_seed: int | None,
+    progress: Callable[[str], None],
+) -> BuildOutcome:
+    subdir = config.target_platform
     chosen = [p.version for p in config.pythons if pythons is None or p.version in pythons]
     progress(f"real-build of {config.name} with {builder}, Python {', '.join(chosen)}: {work_dir}")
     if work_dir.exists():
@@ -447,7 +480,7 @@ def _reason(output: str, line: str) -> str:
 def wrap_build_script(recipe_dir: Path, reports: Path) -> None:
     """build.sh becomes build.recipe.sh, run by a build.sh that keeps each pass's report (REPORT_WRAPPER)."""
     (recipe_dir / "build.sh").rename(recipe_dir / "build.recipe.sh")
-    _atomic_file.write_text(recipe_dir / "build.sh", REPORT_WRAPPER.format(reports=reports))
+    _atomic_file.write_text(recipe_dir / "build.sh", REPORT_WRAPPER.format(reports=shlex.quote(str(reports))))
 
 
 def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
@@ -607,8 +640,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--conda-tools",
         type=Path,
-        help="conda-build: the offline tool set (a set-up copy of ../shared/tools/conda-tools; default "
-        f"${real_build_conda.TOOLS_VARIABLE}, else ../tools/conda-tools or ../shared/tools/conda-tools)",
+        help="conda-build: the offline tool set, a set-up copy of ../shared/tools/conda-tools (default "
+        f"${real_build_conda.TOOLS_VARIABLE}; never looked for elsewhere: its env.sh is sourced)",
     )
     parser.add_argument(
         "--hash-seed",
@@ -642,45 +675,55 @@ def _main(args: argparse.Namespace) -> int:
             _say(f"python {minor}: no CPython {minor} on this machine, its pytorch output is not built")
     name = config.name
     work_root = args.work_dir or WORK_DIRS[args.builder]
-    started = time.monotonic()
-    outcome = run_build(
-        config,
-        work_root / name,
-        args.cache_dir,
-        pythons,
-        builder=args.builder,
-        test="skip" if args.skip_tests else "native",
-        conda_tools=args.conda_tools,
-        hash_seed=args.hash_seed,
-        progress=_say,
-    )
-    _say(f"built {len(outcome.packages)} packages in {outcome.build_seconds:.1f} s:")
-    for package in outcome.packages:
-        _say(f"  {package.name}")
-    for left_out in outcome.skipped_tests:
-        _say(f"  test of {left_out.output} left out: {left_out.command!r}: {left_out.reason}")
-    _say(f"{args.builder}'s order of the passes:")
-    for pass_name, targets in outcome.passes.items():
-        _say(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
-    linked = import_megabuild("python_target").python_linked_targets("linux-64")
-    done, minimum = compile_work_ratio(outcome.passes, linked, config.python_min)
-    _say(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
-    meta, machine = metapackage_and_machine(config)
-    _say(f"[3/3] {meta} installed by py-rattler's solver for each Python: import torch, the CMake consumer")
-    for minor in sorted(python.version for python in config.pythons if python.version in pythons):
-        installed = install_and_use(outcome, meta, work_root / name / f"prefix-{minor}", machine, minor)
-        _say(f"python {minor}: import torch and the CMake consumer work with " + ", ".join(installed))
-    if args.compare:
-        other = next(b for b in BUILDERS if b != args.builder)
-        theirs = sorted((WORK_DIRS[other] / name / "output" / local_channel.SUBDIR).glob("*.conda"))
-        if not theirs:
-            raise ToolError(
-                f"--compare: no {other} packages of {name} in {WORK_DIRS[other]}: build them first"
-            )
-        _say(f"the packages of {args.builder} ({len(outcome.packages)}) and {other} ({len(theirs)}):")
-        for line in package_diff.describe(
-            package_diff.compare(outcome.packages, theirs), args.builder, other
-        ):
-            _say(f"  {line}")
-    _say(f"done in {time.monotonic() - started:.0f} s")
-    return 0
+    # a refusal is one line with nothing written, not even the lock
+    check_buildable(config)
+    if args.builder == "conda-build":
+        real_build_conda.find_conda_tools(args.conda_tools)
+    # held to the end, taken before anything else: the build empties the work directory, the install step
+    # writes into it
+    with work_dir_lock(work_root / name):
+        started = time.monotonic()
+        outcome = run_build(
+            config,
+            work_root / name,
+            args.cache_dir,
+            pythons,
+            builder=args.builder,
+            test="skip" if args.skip_tests else "native",
+            conda_tools=args.conda_tools,
+            hash_seed=args.hash_seed,
+            progress=_say,
+            locked=True,
+        )
+        _say(f"built {len(outcome.packages)} packages in {outcome.build_seconds:.1f} s:")
+        for package in outcome.packages:
+            _say(f"  {package.name}")
+        for left_out in outcome.skipped_tests:
+            _say(f"  test of {left_out.output} left out: {left_out.command!r}: {left_out.reason}")
+        _say(f"{args.builder}'s order of the passes:")
+        for pass_name, targets in outcome.passes.items():
+            _say(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
+        linked = import_megabuild("python_target").python_linked_targets("linux-64")
+        done, minimum = compile_work_ratio(outcome.passes, linked, config.python_min)
+        _say(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
+        meta, machine = metapackage_and_machine(config)
+        _say(
+            f"[3/3] {meta} installed by py-rattler's solver for each Python: import torch, the CMake consumer"
+        )
+        for minor in sorted(python.version for python in config.pythons if python.version in pythons):
+            installed = install_and_use(outcome, meta, work_root / name / f"prefix-{minor}", machine, minor)
+            _say(f"python {minor}: import torch and the CMake consumer work with " + ", ".join(installed))
+        if args.compare:
+            other = next(b for b in BUILDERS if b != args.builder)
+            theirs = sorted((WORK_DIRS[other] / name / "output" / local_channel.SUBDIR).glob("*.conda"))
+            if not theirs:
+                raise ToolError(
+                    f"--compare: no {other} packages of {name} in {WORK_DIRS[other]}: build them first"
+                )
+            _say(f"the packages of {args.builder} ({len(outcome.packages)}) and {other} ({len(theirs)}):")
+            for line in package_diff.describe(
+                package_diff.compare(outcome.packages, theirs), args.builder, other
+            ):
+                _say(f"  {line}")
+        _say(f"done in {time.monotonic() - started:.0f} s")
+        return 0

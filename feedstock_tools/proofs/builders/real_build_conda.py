@@ -1,13 +1,15 @@
 """``real-build --builder conda-build``: the real conda-build builds ``recipe/meta.yaml`` offline, from the
 local channel, against the upstream stand-in (docs/reference/real-build.md, "The real conda-build").
 
-conda-build is not on PyPI and not a dependency of this project: a real one is found, never installed. Here
+conda-build is not on PyPI and not a dependency of this project: a real one is named, never installed. Here
 that is the offline tool set ``../shared/tools/conda-tools`` (conda 26.7.1 + conda-build 26.7.1 built from
-their source repositories; a writable copy with its ``setup.sh`` run, README.md there): ``--conda-tools
-DIR`` or ``$CONDA_TOOLS`` names it, else a copy beside the checkout is taken (``../tools/conda-tools``, then
-``../shared/tools/conda-tools``). It is run as its README says: its ``env.sh`` sourced with
-``CF_TOOLS_VENV=venv-latest``, then ``conda-build/cb.py`` (conda-build's own command with the classic solver's
-virtual packages), with package, environment and build directories of this build's own.
+their source repositories; a writable copy with its ``setup.sh`` run, README.md there), named by
+``--conda-tools DIR`` or ``$CONDA_TOOLS`` and never looked for: its ``env.sh`` is sourced, so a copy found
+beside the checkout (once ``../tools/conda-tools``, then ``../shared/tools/conda-tools``) ran whatever anyone
+who can write the checkout's parent planted there, as the maintainer. It is run as its README says: its
+``env.sh`` sourced with ``CF_TOOLS_VENV=venv-latest``, then ``conda-build/cb.py`` (conda-build's own command
+with the classic solver's virtual packages), with package, environment and build directories of this build's
+own.
 
 The recipe copy differs from ``recipe/`` in exactly what the stand-in forces, as for rattler-build
 (real_build.py): the source is the stand-in's directory (the patches are for the real tarball), no
@@ -19,19 +21,20 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import import_megabuild
 
 _atomic_file = import_megabuild("atomic_file")
 
 TOOLS_VARIABLE = "CONDA_TOOLS"
-# where a copy of ../shared/tools/conda-tools is looked for beside the checkout, in this order
-SEARCHED = (REPO_ROOT.parent / "tools" / "conda-tools", REPO_ROOT.parent / "shared" / "tools" / "conda-tools")
 VENV = "venv-latest"  # conda 26.7.1 + conda-build 26.7.1 in the tool set
 HOW_TO_GET = (
     "copy ../shared/tools/conda-tools somewhere writable, run its setup.sh as its README.md says (offline "
@@ -50,6 +53,7 @@ RECIPE_ENTRIES = (
 _TOP_LEVEL_KEY = re.compile(r"^[A-Za-z_][\w-]*:")
 _OUTPUT = re.compile(r"^  - name: (\S+)")
 _LIST_ITEM = re.compile(r"^\s*- ")
+_SELECTOR_LIKE = re.compile(r"\[[^\[\]]+\]")
 _QUOTED = re.compile(r"""(["'])([^"']*)\1""")
 
 
@@ -73,32 +77,31 @@ class CondaTools:
     def invocation(self, arguments: Sequence[str], overrides: Mapping[str, str]) -> list[str]:
         """bash sourcing the tool set's env.sh (CF_TOOLS_VENV=venv-latest), then ``overrides`` exported over
         it, then conda-build with ``arguments``."""
-        exports = "".join(f"export {name}={_quote(value)}; " for name, value in overrides.items())
+        exports = "".join(f"export {name}={shlex.quote(value)}; " for name, value in overrides.items())
         script = (
-            f"export CF_TOOLS_VENV={VENV}; source {_quote(str(self.root / 'env.sh'))}; {exports}"
-            f'exec "$CF_TOOLS_VENV/bin/python" {_quote(str(self.command))} "$@"'
+            f"export CF_TOOLS_VENV={VENV}; source {shlex.quote(str(self.root / 'env.sh'))}; {exports}"
+            f'exec "$CF_TOOLS_VENV/bin/python" {shlex.quote(str(self.command))} "$@"'
         )
         return ["bash", "-c", script, "conda-build", *arguments]
 
 
 def find_conda_tools(given: Path | None, environ: Mapping[str, str] = os.environ) -> CondaTools:
-    """The tool set named by ``--conda-tools``, ``$CONDA_TOOLS`` or found beside the checkout; a ToolError
-    saying how to get one when there is none."""
+    """The tool set named by ``--conda-tools``, else by ``$CONDA_TOOLS``; a ToolError saying how to get and
+    name one when neither names one or the one named is not set up. Nothing else is looked at: its env.sh
+    is sourced, so it must be the one the maintainer named."""
     named = given or (Path(environ[TOOLS_VARIABLE]) if environ.get(TOOLS_VARIABLE) else None)
-    candidates = [named] if named is not None else list(SEARCHED)
-    for root in candidates:
-        tools = CondaTools(root.resolve())
-        if tools.usable():
-            return tools
-    where = str(named) if named is not None else ", ".join(str(p) for p in SEARCHED)
-    raise ToolError(
-        f"real-build --builder conda-build: no real conda-build at {where} (needs env.sh, conda-build/cb.py "
-        f"and {VENV}/bin/python): {HOW_TO_GET}"
-    )
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "'\"'\"'") + "'"
+    if named is None:
+        raise ToolError(
+            f"real-build --builder conda-build: no conda-build named (--conda-tools DIR or "
+            f"${TOOLS_VARIABLE}; none is looked for beside the checkout): {HOW_TO_GET}"
+        )
+    tools = CondaTools(named.resolve())
+    if not tools.usable():
+        raise ToolError(
+            f"real-build --builder conda-build: no real conda-build at {named} (needs env.sh, "
+            f"conda-build/cb.py and {VENV}/bin/python): {HOW_TO_GET}"
+        )
+    return tools
 
 
 # ---- the recipe copy ----------------------------------------------------------------------------------
@@ -143,7 +146,16 @@ def with_source(text: str, source: Path) -> str:
     end = next(
         i for i in range(start + 1, len(lines) + 1) if i == len(lines) or _TOP_LEVEL_KEY.match(lines[i])
     )
-    return "".join([*lines[:start], f"source:\n  path: {source}\n\n", *lines[end:]])
+    # conda-build reads meta.yaml's lines for selectors and Jinja before YAML sees them: no quoting helps
+    if any(mark in str(source) for mark in ("{{", "{%", "{#")) or _SELECTOR_LIKE.search(str(source)):
+        raise ToolError(
+            f"real-build: the stand-in's path {source} holds a Jinja mark or a [selector], which conda-build "
+            "reads in meta.yaml before YAML does: use a checkout whose path has none"
+        )
+    # written by the YAML serializer: a path with "#" or ": " in it, written as it was, became another
+    # path or a YAML error
+    section = yaml.safe_dump({"source": {"path": str(source)}}, default_flow_style=False, width=1 << 16)
+    return "".join([*lines[:start], section, "\n", *lines[end:]])
 
 
 def without_block(text: str, key_line: str) -> str:

@@ -45,6 +45,7 @@ What cannot be shown here is listed in docs/reference/rehearsal.md ("Limits").
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sysconfig
 from dataclasses import dataclass, replace
@@ -252,7 +253,8 @@ def replace_interpreter(prefix: Path, minor: str, content: bytes | str) -> None:
 
 def cross_python_shim(build_venv: Path) -> str:
     """cross-python's ``$PREFIX/bin/python``: runs the build-machine interpreter of ``$BUILD_PREFIX/venv``."""
-    return f'#!/bin/sh\n# rehearsal: cross-python\'s shim\nexec "{build_venv}/bin/python" "$@"\n'
+    interpreter = shlex.quote(str(build_venv / "bin" / "python"))
+    return f'#!/bin/sh\n# rehearsal: cross-python\'s shim\nexec {interpreter} "$@"\n'
 
 
 _COMPILER = """\
@@ -280,7 +282,7 @@ def write_darwin_toolchain(build_prefix: Path, target: Target, dropped_flags: tu
     patterns = "|".join(f"{flag}*" if flag.endswith("=") else flag for flag in dropped_flags)
     for name, real in ((f"{target.triplet}-clang", "gcc"), (f"{target.triplet}-clang++", "g++")):
         path = build_prefix / "bin" / name
-        compiler = _COMPILER.format(real=shutil.which(real) or real, name=name, dropped=patterns)
+        compiler = _COMPILER.format(real=shlex.quote(shutil.which(real) or real), name=name, dropped=patterns)
         _atomic_file.write_text(path, compiler, mode=0o755)
     override = build_prefix / "share" / "rehearsal" / "darwin-naming.cmake"
     override.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +295,7 @@ _PYTHON_CONFIG = """\
 # rehearsal: the target Python package's python{minor}-config
 # (feedstock_tools/proofs/rehearsal/target.py): this machine's CPython's, with the target's extension suffix.
 if [ "$1" = "--extension-suffix" ]; then echo "{suffix}"; exit 0; fi
-exec "{real}" "$@"
+exec {real} "$@"
 """
 
 
@@ -304,7 +306,9 @@ def write_python_config(prefix: Path, minor: str, target: Target, interpreter: P
     selects the config tool)."""
     real = interpreter.parent / f"python{minor}-config"
     path = prefix / "bin" / f"python{minor}-config"
-    config = _PYTHON_CONFIG.format(minor=minor, suffix=target.ext_suffix(minor.replace(".", "")), real=real)
+    config = _PYTHON_CONFIG.format(
+        minor=minor, suffix=target.ext_suffix(minor.replace(".", "")), real=shlex.quote(str(real))
+    )
     _atomic_file.write_text(path, config, mode=0o755)
 
 

@@ -7,6 +7,7 @@ conda-build")."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -14,11 +15,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from bump_fixtures import copy_feedstock
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.conda.recipe_render import render_recipe
 from feedstock_tools.proofs.builders import real_build, real_build_conda
 from feedstock_tools.proofs.builders.build_watch import BuildWatch
@@ -39,18 +42,57 @@ def test_without_a_conda_build_the_command_says_how_to_get_one(
     assert not (tmp_path / "work").exists()
 
 
-def test_a_tool_set_is_found_where_its_readme_lays_it_out(tmp_path: Path) -> None:
-    (tmp_path / "conda-build").mkdir()
-    (tmp_path / "conda-build" / "cb.py").write_text("")
-    (tmp_path / "env.sh").write_text("")
-    (tmp_path / real_build_conda.VENV / "bin").mkdir(parents=True)
-    (tmp_path / real_build_conda.VENV / "bin" / "python").symlink_to(sys.executable)
-    tools = real_build_conda.find_conda_tools(None, {real_build_conda.TOOLS_VARIABLE: str(tmp_path)})
-    assert tools.root == tmp_path.resolve()
-    command = tools.invocation(["recipe", "-m", "v.yaml"], {"CONDA_PKGS_DIRS": "/x y"})
+def _plant_tool_set(root: Path, marker: Path) -> Path:
+    """A tool set laid out as the README says whose env.sh, once sourced, leaves ``marker``."""
+    (root / "conda-build").mkdir(parents=True)
+    (root / "conda-build" / "cb.py").write_text("")
+    # as the tool set's env.sh does: CF_TOOLS_VENV made absolute, from the tool set's directory
+    here = 'CF_TOOLS_VENV="$(dirname "${BASH_SOURCE[0]}")/$CF_TOOLS_VENV"'
+    (root / "env.sh").write_text(f"touch {shlex.quote(str(marker))}\n{here}\n")
+    (root / real_build_conda.VENV / "bin").mkdir(parents=True)
+    (root / real_build_conda.VENV / "bin" / "python").symlink_to(sys.executable)
+    return root
+
+
+def test_a_tool_set_beside_the_checkout_is_never_used(tmp_path: Path) -> None:
+    """A clone in a shared directory: anyone who can write its parent plants ../tools/conda-tools and
+    ../shared/tools/conda-tools (both once searched). With neither --conda-tools nor CONDA_TOOLS, real-build
+    is one line saying how to get and name a tool set, sources nothing and writes nothing."""
+    checkout = copy_feedstock(tmp_path / "checkout", REPO_ROOT, ("feedstock_tools", "recipe", ".ci_support"))
+    marker = tmp_path / "planted-env-sh-ran"
+    for planted in (tmp_path / "tools" / "conda-tools", tmp_path / "shared" / "tools" / "conda-tools"):
+        _plant_tool_set(planted, marker)
+    environ = {k: v for k, v in os.environ.items() if k != real_build_conda.TOOLS_VARIABLE}
+    environ["PYTHONPATH"] = str(checkout)
+    work = tmp_path / "work"
+    run = subprocess.run(
+        [sys.executable, "-m", "feedstock_tools", "real-build", "--builder", "conda-build", "--work-dir",
+         str(work)],
+        cwd=checkout, env=environ, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    error = run.stderr.strip()
+    assert run.returncode == 1 and "\n" not in error, run.stderr
+    assert error.startswith(
+        "error: real-build --builder conda-build: no conda-build named (--conda-tools DIR"
+    )
+    assert error.endswith("then pass --conda-tools DIR or set CONDA_TOOLS")
+    assert not marker.exists() and not work.exists()
+
+
+def test_a_tool_set_is_taken_where_its_readme_lays_it_out(tmp_path: Path) -> None:
+    """Named by CONDA_TOOLS; its env.sh sourced and the overrides exported, quoted by shlex, as bash runs it
+    (the path of the tool set with a space and a quote in it)."""
+    marker = tmp_path / "sourced"
+    root = _plant_tool_set(tmp_path / "tool set 'a'", marker)
+    (root / "conda-build" / "cb.py").write_text(
+        "import os, sys; print(os.environ['CONDA_PKGS_DIRS'], sys.argv[1:])"
+    )
+    tools = real_build_conda.find_conda_tools(None, {real_build_conda.TOOLS_VARIABLE: str(root)})
+    assert tools.root == root.resolve()
+    command = tools.invocation(["recipe", "-m", "v.yaml"], {"CONDA_PKGS_DIRS": "/x y/$HOME"})
     assert command[:2] == ["bash", "-c"] and command[3:] == ["conda-build", "recipe", "-m", "v.yaml"]
-    assert "export CF_TOOLS_VENV=venv-latest; source" in command[2]
-    assert "export CONDA_PKGS_DIRS='/x y';" in command[2]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert out == "/x y/$HOME ['recipe', '-m', 'v.yaml']\n" and marker.exists()
 
 
 def test_a_configuration_of_another_platform_stops_at_once(
@@ -63,6 +105,26 @@ def test_a_configuration_of_another_platform_stops_at_once(
         "rehearse it instead (python -m feedstock_tools rehearse win_64_cuda_compiler_versionNone)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_build_of_a_work_directory_in_use_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """While a run holds the work directory's lock (the rehearsal's RunLock, held here by the test), a
+    second real-build of it is one line, before anything is rendered or removed: the first run's files
+    stay (without the lock it went on, emptied the directory and built)."""
+    name = CPU_CONFIG.stem
+    first_run = tmp_path / name / "output" / "kept.conda"
+    first_run.parent.mkdir(parents=True)
+    first_run.write_bytes(b"the first run's")
+    with RunLock(tmp_path / f".{name}.lock", "the first real-build"):
+        status = main(["real-build", "--work-dir", str(tmp_path)])
+    error = capsys.readouterr().err.strip()
+    assert status == 1 and "\n" not in error
+    assert error.startswith(
+        f"error: real-build work directory {tmp_path / name} is in use by another run (pid"
+    )
+    assert first_run.read_bytes() == b"the first run's"
 
 
 def test_the_meta_yaml_copy_differs_in_what_the_standin_forces(tmp_path: Path) -> None:
@@ -87,6 +149,43 @@ def test_the_meta_yaml_copy_differs_in_what_the_standin_forces(tmp_path: Path) -
             dropped = [c for c in before if any(f in c for f in fragments.get(key[0], ()))]
             assert after == [c for c in before if c not in dropped], key
             assert output.requirements == original[key].requirements
+
+
+@pytest.mark.parametrize("parent", ["run #2", "job: 7"])
+def test_the_standin_path_reaches_the_copy_whole(tmp_path: Path, parent: str) -> None:
+    """A checkout at /home/ci/run #2/ or /srv/job: 7/: written as it was, the first path became
+    /home/ci/run (YAML's comment) and the second a ScannerError; written by the YAML serializer, the
+    rendered recipe's source is the stand-in's path, whole."""
+    standin = tmp_path / parent / "upstream_standin"
+    standin.mkdir(parents=True)
+    copy, _ = real_build_conda.prepare_recipe(
+        REPO_ROOT / "recipe", tmp_path / "recipe", standin, real_build.TESTS_THAT_NEED_REAL_PYTORCH
+    )
+    top_level = render_recipe(copy, CPU_CONFIG).top_level
+    assert top_level is not None and top_level.source == {"path": str(standin)}
+
+
+def test_the_report_wrapper_copies_into_a_work_directory_of_any_name(tmp_path: Path) -> None:
+    """build.sh's wrapper names the reports directory through shlex: a work directory under "run #2" with a
+    "$" and a quote in its name gets each pass's report and ninja log."""
+    recipe_dir, source = tmp_path / "recipe", tmp_path / "src"
+    (source / "build").mkdir(parents=True)
+    (source / "build" / "megabuild-report.json").write_text("{}")
+    (source / "build" / ".ninja_log").write_text("# ninja log v5\n")
+    recipe_dir.mkdir()
+    (recipe_dir / "build.sh").write_text("true\n")
+    reports = tmp_path / "run #2" / "it's $HOME" / "reports"
+    reports.mkdir(parents=True)
+    real_build.wrap_build_script(recipe_dir, reports)
+    environ = {**os.environ, "RECIPE_DIR": str(recipe_dir), "SRC_DIR": str(source)}
+    subprocess.run(["bash", str(recipe_dir / "build.sh")], env=environ, check=True)
+    assert sorted(path.suffix for path in reports.iterdir()) == [".json", ".ninja_log"]
+
+
+def test_a_standin_path_conda_build_would_read_as_jinja_or_a_selector_is_refused(tmp_path: Path) -> None:
+    for parent in ("run {{ 2 }}", "x # [win]"):
+        with pytest.raises(ToolError, match=r"holds a Jinja mark or a \[selector\]"):
+            real_build_conda.with_source("source:\n  url: x\n", tmp_path / parent)
 
 
 def test_a_stale_left_out_test_is_named() -> None:

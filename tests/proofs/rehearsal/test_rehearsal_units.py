@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -464,3 +465,24 @@ def test_a_step_that_wrote_through_a_linked_template_removes_it(tmp_path: Path) 
         f"      cache: {rehearsal.steps[0].label} changed {written.name} (lib/site.pth changed (size 14, "
         "manifest 5)): removed it"
     ]
+
+
+def test_the_scripts_written_into_a_prefix_run_what_they_name_from_a_path_of_any_name(tmp_path: Path) -> None:
+    """cross-python's shim and python3.X-config name an interpreter by its path, quoted by shlex: a cache or
+    a pyenv under a directory with a space, a quote and a "$" in its name runs that interpreter."""
+    from feedstock_tools.proofs.rehearsal import target
+
+    odd = tmp_path / 'run #2 "$HOME"'
+    for name in ("python", "python3.12-config"):
+        (odd / "bin").mkdir(parents=True, exist_ok=True)
+        (odd / "bin" / name).write_text(f'#!/bin/sh\necho "{name} ran with $*"\n')
+        (odd / "bin" / name).chmod(0o755)
+    shim = tmp_path / "shim"
+    shim.write_text(target.cross_python_shim(odd))
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    target.write_python_config(prefix, "3.12", target.TARGETS["linux-aarch64"], odd / "bin" / "python")
+    config = prefix / "bin" / "python3.12-config"
+    for script, said in ((shim, "python ran with -V"), (config, "python3.12-config ran with -V")):
+        out = subprocess.run(["sh", str(script), "-V"], capture_output=True, text=True, check=True).stdout
+        assert out == said + "\n"
