@@ -7,12 +7,13 @@ forgets is missing here too, so the build fails as the real one would. The venvs
 interpreter, package list and installer settings as templates, entries of the per-user cache
 (common/cache_store.py), and hard-linked into ``PREFIX`` for every step, so reruns cost milliseconds.
 
-Hard links share inodes: a step that appends to a host file writes into the template. Copying instead costs
-0.75 s of CPU per step for a 3,500-file template, linking 0.1 s and the check against the template's
-manifest 0.03 s (docs/records/2026-12-07-cache-store.md); so the template is checked before every use and
-after every step that links it, and one found changed is made again, never linked. Sibling packages the host
-requires (``libtorch`` in ``pytorch``'s host) are installed from the rehearsal's own packages, and the
-stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
+Hard links share inodes: a step that appends to a host file writes into the template. Copying a 3,500-file
+template instead costs ten times the CPU of linking it, which a rehearsal pays for every step
+(docs/records/2026-12-07-cache-store.md); so the template is checked against its manifest before every use
+(by stat) and after a step that changed host files, and one found changed is made again, never linked.
+
+Sibling packages the host requires (``libtorch`` in ``pytorch``'s host) are installed from the rehearsal's
+own packages, and the stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
 """
 
 from __future__ import annotations
