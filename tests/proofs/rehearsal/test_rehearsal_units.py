@@ -387,7 +387,10 @@ def test_a_venv_template_holds_pip_and_its_packages_and_nothing_else(tmp_path: P
     assert answer(copied) == [str(copied), "True", "True", "True"]
     assert answer(base) == [str(base), "False", "True", "True"]
     for venv in (plain, copied):
-        assert (venv / "bin" / "pip").read_text().splitlines()[0] == f"#!{venv}/bin/python"
+        # uv writes a '#!/bin/sh' script that execs the interpreter where a shebang would pass the kernel's
+        # length limit: either way it names this venv's python, and not where the venv was made
+        script = (venv / "bin" / "pip").read_text()
+        assert f"{venv}/bin/python" in "".join(script.splitlines()[:2]) and ".staging" not in script
         pip = subprocess.run([venv / "bin" / "pip", "--version"], capture_output=True, text=True, check=True)
         assert f"from {venv}/lib/python3.11/site-packages/pip" in pip.stdout
 
