@@ -213,7 +213,13 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
     caller_values = {**table.caller[config.platform], **script_environment(script_env, {})}
     caller = conda_environ(family, config, caller_values, root)
     build = conda_env.CondaBuild.from_environ(caller)
-    env, _ = environment.upstream_environment(build, caller)
+    try:
+        env, _ = environment.upstream_environment(build, caller)
+    except import_megabuild("errors").MegabuildError as exc:
+        raise DriverRefusal(
+            f"{TABLE_NAME}: not computed for family {family.name} ({path.name}): the build driver refuses "
+            f"its environment: {exc}"
+        ) from exc
     memory = family.memory_gib * 1024**3
     return Actual(
         env=env,
@@ -222,6 +228,11 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
         outputs=rendered.outputs,
         runner=list(config.values_of("github_actions_labels")),
     )
+
+
+class DriverRefusal(ToolError):
+    """The build driver refuses a family's configuration (a malformed GPU architecture list, ...): the table
+    cannot be computed until that is fixed; the message names the family and the driver's reason."""
 
 
 @cache

@@ -44,6 +44,7 @@ from feedstock_tools.ci import ci_support
 from feedstock_tools.common.configuration import Configuration, PythonVersion, parse_configuration
 from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.conda import cuda_arch, recipe_v1
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
@@ -262,14 +263,21 @@ def check_build_ids(config: Configuration, rendered: RenderedRecipe, base: int) 
 def check_ci_support(root: Path, pinning: Path, expected: Mapping[Path, str] | None = None) -> list[Finding]:
     """The rerender's drift; ``expected``: the CI files a rerender writes, when already rendered."""
     try:
-        return [
-            Finding("ci-support", line.split(": ", 1)[-1], line)
-            for line in ci_support.drift(root, pinning, expected)
-        ]
+        return [_drift_finding(line) for line in ci_support.drift(root, pinning, expected)]
     except InputError:  # a broken input file stops the check (one line), it is not a finding
         raise
     except ToolError as exc:
         return [Finding("ci-support", ".ci_support", str(exc))]
+
+
+def _drift_finding(line: str) -> Finding:
+    """``out of date: <path>[, more]``: the path where, the kind (and the rest) what, said once."""
+    kind, _, rest = line.partition(": ")
+    path = re.match(r"[^\s,]+", rest)
+    if path is None:
+        return Finding("ci-support", ".ci_support", line)
+    more = rest[path.end() :].lstrip(", ").strip()
+    return Finding("ci-support", path[0], f"{kind}: {more}" if more else kind)
 
 
 def check_staging(scripted_outputs: set[str]) -> list[Finding]:
@@ -311,31 +319,27 @@ def check_patch_hunks(
         for row in report.rows
         if row.verdict.value == "conflicts"
     ]
+    # what the patch tests (tests/recipe/test_recipe_patches.py) reject besides a conflict: an offset, an
+    # undeclared unknown hunk, a short or wrong blob id, a hand-edited hunk header or diffstat
+    findings += [Finding(p.rule, f"recipe/{p.patch}", p.message) for p in report.problems]
     return report, findings
 
 
-def run_checks(
-    root: Path, pinning: Path, on_patch_report: Callable[[PatchReport], None] | None = None
-) -> list[Finding]:
-    """Every rule's findings; ``on_patch_report`` receives the patch hunk table (``check`` prints it)."""
-    recipe_dir = root / "recipe"
-    if not (recipe_dir / "meta.yaml").is_file():
-        raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
-    check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
-    findings = check_patches(recipe_dir)
-    try:
-        # rendered once for both rules: every configuration of the recipe, the slowest part of check
-        expected = ci_support.expected_files(root, pinning)
-    except InputError:
-        raise
-    except ToolError as exc:
-        return [
-            *findings,
-            Finding("ci-support", ".ci_support", str(exc)),
-            Finding("render", ".ci_support", str(exc)),
-        ]
-    findings += check_ci_support(root, pinning, expected)
-    configs = _expected_configs(root, expected)
+def check_arch_lists(recipe_dir: Path) -> list[Finding]:
+    """meta.yaml's GPU architecture lists the build driver would refuse: one finding per line."""
+    meta_text = (recipe_dir / "meta.yaml").read_text(encoding="utf-8")
+    return [
+        Finding("cuda-arch-list", problem.where, problem.message)
+        for problem in cuda_arch.problems(meta_text, f"{recipe_dir.name}/meta.yaml")
+    ]
+
+
+def check_configurations(
+    recipe_dir: Path, configs: Mapping[str, Configuration]
+) -> tuple[list[Finding], dict[str, tuple[str, ...]], set[str]]:
+    """The rules of every rendered configuration (tests, host, build ids; staging and the base build number
+    over all of them): the findings, each configuration's patch series and the versions rendered."""
+    findings: list[Finding] = []
     scripted: set[str] = set()
     bases: dict[int, list[str]] = {}
     series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies
@@ -370,14 +374,44 @@ def run_checks(
         )
     if scripted:
         findings += check_staging(scripted)
+    return findings, series, versions
+
+
+def run_checks(
+    root: Path, pinning: Path, on_patch_report: Callable[[PatchReport], None] | None = None
+) -> list[Finding]:
+    """Every rule's findings; ``on_patch_report`` receives the patch hunk table (``check`` prints it)."""
+    recipe_dir = root / "recipe"
+    if not (recipe_dir / "meta.yaml").is_file():
+        raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
+    check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
+    findings = check_patches(recipe_dir)
+    arch_findings = check_arch_lists(recipe_dir)
+    findings += arch_findings
+    try:
+        # rendered once for both rules: every configuration of the recipe, the slowest part of check
+        expected = ci_support.expected_files(root, pinning)
+    except InputError:
+        raise
+    except ToolError as exc:
+        return [
+            *findings,
+            Finding("ci-support", ".ci_support", str(exc)),
+            Finding("render", ".ci_support", str(exc)),
+        ]
+    findings += check_ci_support(root, pinning, expected)
+    rendered_findings, series, versions = check_configurations(recipe_dir, _expected_configs(root, expected))
+    findings += rendered_findings
     if len(versions) == 1:
         report, patch_findings = check_patch_hunks(recipe_dir, versions.pop(), series)
         findings += patch_findings
         if on_patch_report is not None:
             on_patch_report(report)
-    findings += check_recipe_v1(root)
+    # a stale recipe-v1/ is one ci-support finding naming convert-v1; its render differences from meta.yaml
+    # would restate that one cause per item, so they are compared once it is converted again
+    findings += check_recipe_v1(root, compare=not recipe_v1.stale(root))
     progress("check: the anchor-parity table against every family")
-    findings += check_anchor_parity(root)
+    findings += check_anchor_parity(root, cause_reported=bool(arch_findings))
     return _dedupe(findings)
 
 
@@ -387,7 +421,9 @@ def print_patch_report(report: PatchReport) -> None:
     print(report.summary())
 
 
-def check_recipe_v1(root: Path, configs: Sequence[Path] | None = None) -> list[Finding]:
+def check_recipe_v1(
+    root: Path, configs: Sequence[Path] | None = None, *, compare: bool = True
+) -> list[Finding]:
     """Where the v1 recipe lives (render_v1.layout_problems: R-051), then every
     difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's over the committed
     .ci_support configurations (or ``configs``): one finding per item one recipe lists and the other lacks
@@ -396,7 +432,7 @@ def check_recipe_v1(root: Path, configs: Sequence[Path] | None = None) -> list[F
     recipe_dir, v1_dir = root / "recipe", root / render_v1.V1_DIRNAME
     v1_recipe = v1_dir / "recipe.yaml"
     findings = [Finding("recipe-v1", where, what) for where, what in render_v1.layout_problems(root)]
-    if not v1_recipe.is_file():
+    if not v1_recipe.is_file() or not compare:
         return findings
     unreadable = _yaml_problem(v1_recipe)
     if unreadable:
@@ -432,12 +468,18 @@ def _yaml_problem(path: Path) -> str | None:
     return None
 
 
-def check_anchor_parity(root: Path) -> list[Finding]:
+def check_anchor_parity(root: Path, *, cause_reported: bool = False) -> list[Finding]:
     """The anchor-parity table (feedstock_tools/maintainer/anchor_parity.yaml) against the driver's
     environment and the rendered recipe of every family, its decisions against its values, its document:
-    one finding per row and problem, naming the families it shows in and the file to edit."""
+    one finding per row and problem, naming the families it shows in and the file to edit. Where the driver
+    refuses a family's environment the table is not computed: one finding, none when ``cause_reported``
+    (another finding, a refused GPU architecture list, names the cause already)."""
+    try:
+        found_problems = anchor_parity.problems(root)
+    except anchor_parity.DriverRefusal as exc:
+        return [] if cause_reported else [Finding("anchor-parity", anchor_parity.TABLE_NAME, str(exc))]
     grouped: dict[tuple[str, str], list[str]] = {}
-    for problem in anchor_parity.problems(root):
+    for problem in found_problems:
         grouped.setdefault((problem.setting, problem.fix), []).append(problem.family)
     findings = []
     for (setting, fix), families in grouped.items():
