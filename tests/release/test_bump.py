@@ -371,8 +371,8 @@ def test_records(worked: Worked, bumped: BumpRun, monkeypatch: pytest.MonkeyPatc
     below_floor = {row[1] for row in rows(bumped.table, "solve-check request")}
     real_requests = solve_check.load_requests
 
-    def without_requests_below_the_floor(path: Path = solve_check.REQUESTS_FILE) -> tuple:
-        machines, requests = real_requests(path)
+    def without_requests_below_the_floor(facts: object, path: Path = solve_check.REQUESTS_FILE) -> tuple:
+        machines, requests = real_requests(facts, path)
         return machines, [request for request in requests if request.name not in below_floor]
 
     monkeypatch.setattr(solve_check, "load_requests", without_requests_below_the_floor)
