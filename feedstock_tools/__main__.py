@@ -21,6 +21,8 @@ SUBCOMMANDS: dict[str, str] = {
     "graph": "maintainer.graph",
     "cache-diff": "maintainer.cache_diff",
     "check": "maintainer.check",
+    "patches": "maintainer.patch_list",
+    "python-floor": "maintainer.python_floor",
     "rehearse": "proofs.rehearsal",
     "render": "conda.recipe_render",
     "wheel-layout": "proofs.wheels.wheel_layout",

@@ -41,15 +41,21 @@ from pathlib import Path
 import yaml
 
 from feedstock_tools.ci import ci_support
-from feedstock_tools.common.configuration import Configuration, PythonVersion, parse_configuration
+from feedstock_tools.common.configuration import (
+    Configuration,
+    PythonVersion,
+    parse_configuration,
+    version_key,
+)
 from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda import cuda_arch, recipe_v1
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.python_floor import skip_line
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
 from feedstock_tools.conda.yaml_load import safe_load
-from feedstock_tools.maintainer import anchor_parity, render_v1
+from feedstock_tools.maintainer import anchor_parity, patch_list, render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
@@ -57,6 +63,7 @@ CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
 _package_files = import_megabuild("package_files")
 LIBTORCH, LINALG, PYTORCH = _package_files.PACKAGES
 PATCH_SUFFIXES = (".patch", ".diff")
+PYTHON_FLOOR_COMMAND = "python -m feedstock_tools python-floor"
 # The paragraphs a patch's commit message must start (docs/patches.md says what each holds).
 PATCH_HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
@@ -120,28 +127,35 @@ def patch_header_problem(text: str) -> str | None:
 
 
 def check_patches(recipe_dir: Path) -> list[Finding]:
+    """meta.yaml's patch list against what ``patches`` writes from recipe/patches/ (a file not listed, a
+    listed one missing, a selector or comment astray), a patch file elsewhere in the recipe, and every
+    listed patch's header."""
     meta = recipe_dir / "meta.yaml"
     listed = listed_patches(meta.read_text(encoding="utf-8"))
-    present = sorted(
+    findings = [Finding(rule, where, what) for rule, where, what in patch_list.differences(recipe_dir)]
+    elsewhere = sorted(
         path.relative_to(recipe_dir).as_posix()
         for path in recipe_dir.rglob("*")
-        if path.suffix in PATCH_SUFFIXES and path.is_file()
+        if path.suffix in PATCH_SUFFIXES
+        and path.is_file()
+        and (path.parent != recipe_dir / "patches" or path.suffix != patch_list.PATCH_SUFFIX)
     )
-    findings = [
-        Finding("patch-unlisted", f"recipe/{path}", "patch file is not listed in meta.yaml's source.patches")
-        for path in present
+    findings += [
+        Finding(
+            "patch-unlisted",
+            f"recipe/{path}",
+            f"not a recipe/patches/*{patch_list.PATCH_SUFFIX} file, which {patch_list.COMMAND} lists: "
+            "move or rename it",
+        )
+        for path in elsewhere
         if path not in listed
     ]
     for path in listed:
         patch = recipe_dir / path
-        if not patch.is_file():
-            findings.append(
-                Finding("patch-missing", f"recipe/{path}", "listed in meta.yaml but the file is missing")
-            )
-            continue
-        problem = patch_header_problem(patch.read_text(encoding="utf-8", errors="replace"))
-        if problem:
-            findings.append(Finding("patch-header", f"recipe/{path}", problem))
+        if patch.is_file():
+            problem = patch_header_problem(patch.read_text(encoding="utf-8", errors="replace"))
+            if problem:
+                findings.append(Finding("patch-header", f"recipe/{path}", problem))
     return findings
 
 
@@ -344,6 +358,7 @@ def check_configurations(
     bases: dict[int, list[str]] = {}
     series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies
     versions: set[str] = set()
+    floors: dict[str, list[str]] = {}  # a Python floor problem -> the configurations it shows in
     for number, (name, config) in enumerate(configs.items(), start=1):
         progress(f"check: rendering the recipe for configuration {number}/{len(configs)}: {name}")
         try:
@@ -359,6 +374,9 @@ def check_configurations(
             versions.add(rendered.top_level.version)
         findings += check_tests(name, rendered)
         findings += check_host(name, rendered)
+        floor = python_floor_problem(config, rendered)
+        if floor:
+            floors.setdefault(floor, []).append(name)
         base = top_level_base(config, rendered)
         if base is not None:
             bases.setdefault(base, []).append(name)
@@ -374,7 +392,39 @@ def check_configurations(
         )
     if scripted:
         findings += check_staging(scripted)
+    for problem, names in floors.items():
+        shown = names[0] if len(names) == 1 else f"{len(names)} configurations, e.g. {names[0]}"
+        findings.append(Finding("python-floor", "recipe/meta.yaml", f"{problem} ({shown})"))
     return findings, series, versions
+
+
+def python_floor_problem(config: Configuration, rendered: RenderedRecipe) -> str | None:
+    """Whether the pytorch builds start at ``python_min`` (pass 1's Python): none below it (python_min
+    raised without the pytorch output's skip), and one for it (a skip without python_min)."""
+    built = sorted(
+        {
+            PythonVersion.parse(str(o.variant.get("python"))).version
+            for o in rendered.outputs
+            if o.name == PYTORCH
+        },
+        key=version_key,
+    )
+    floor = config.python_min
+    if not built:
+        return None
+    below = [python for python in built if version_key(python) < version_key(floor)]
+    if below:
+        return (
+            f"pytorch is built for Python {', '.join(below)}, below python_min {floor} (pass 1's Python, "
+            f"recipe/conda_build_config.yaml): the pytorch output needs '{skip_line(floor)}'; run: "
+            f"{PYTHON_FLOOR_COMMAND}"
+        )
+    if version_key(built[0]) > version_key(floor):
+        return (
+            f"no pytorch is built for python_min {floor}, pass 1's Python (the oldest is {built[0]}): set "
+            f"python_min to {built[0]} in recipe/conda_build_config.yaml, then run: {PYTHON_FLOOR_COMMAND}"
+        )
+    return None
 
 
 def run_checks(
