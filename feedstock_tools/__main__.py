@@ -22,6 +22,8 @@ SUBCOMMANDS: dict[str, str] = {
     "cache-diff": "maintainer.cache_diff",
     "cache": "maintainer.tool_cache",
     "check": "maintainer.check",
+    "patches": "maintainer.patch_list",
+    "python-floor": "maintainer.python_floor",
     "rehearse": "proofs.rehearsal",
     "render": "conda.recipe_render",
     "wheel-layout": "proofs.wheels.wheel_layout",

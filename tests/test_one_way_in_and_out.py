@@ -40,7 +40,7 @@ YAML_READS: dict[tuple[str, str], str] = {
     ("feedstock_tools/conda/first_pass.py", "_parsed_yaml"): "meta.yaml, after selectors and Jinja",
     ("feedstock_tools/conda/recipe_render.py", "_parsed_yaml"): "meta.yaml, after selectors and Jinja",
     ("feedstock_tools/ci/ci_support.py", "_render_cached"): "meta.yaml, after selectors and Jinja",
-    ("feedstock_tools/proofs/solve/solve_check.py", "load_requests"): "solve_requests.yaml",
+    ("feedstock_tools/proofs/solve/solve_check.py", "read_table"): "solve_requests.yaml",
     ("feedstock_tools/proofs/solve/solve_channel.py", "load_metadata"): "solve_metadata.yaml",
     ("feedstock_tools/proofs/builders/real_build.py", "prepare_recipe"): "recipe-v1/recipe.yaml",
     ("feedstock_tools/maintainer/check.py", "_yaml_problem"): "recipe-v1/recipe.yaml (whether it parses)",

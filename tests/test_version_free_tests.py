@@ -1,4 +1,6 @@
-"""No test repeats the recipe's version: a version change alone must leave the suite green (issue 29).
+"""No test repeats the recipe's version: a version change alone must leave the suite green (issue 29); nor
+one of its GPU architecture lists or ``__cuda_arch`` bounds, nor a solve-check request of one of its Pythons
+(issue 46: an architecture list changed or a Python dropped, the suite stays green).
 
 A test reads the version from the recipe (``recipe_matrix.RECIPE_VERSION``, or a rendering); a test of a real
 artefact (a wheel, a file list cut from one) takes the artefact's version from the artefact's name. The files
@@ -13,6 +15,9 @@ from pathlib import Path
 
 import pytest
 from recipe_matrix import RECIPE_VERSION
+
+from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.conda import cuda_arch
 
 TESTS = Path(__file__).resolve().parent
 # the test modules and their helpers, in the folders that mirror the layers (not the stand-ins' or data's
@@ -73,3 +78,39 @@ def test_no_string_repeats_the_recipes_version(path: Path) -> None:
 
 def test_the_exempt_files_exist() -> None:
     assert sorted(set(NAMES_REAL_ARTEFACTS) - {path.name for path in TEST_FILES}) == []
+
+
+REPO = TESTS.parent
+# meta.yaml's lists of two or more architectures (a one-entry list, Jetson Orin's own "8.7+PTX", is a fact of
+# the device the tests state as such), and the bound each gives __cuda_arch
+ARCH_LISTS = sorted(
+    {
+        line.value
+        for line in cuda_arch.arch_lines((REPO / "recipe" / "meta.yaml").read_text())
+        if ";" in line.value
+    }
+)
+BOUNDS = sorted({f"__cuda_arch >={value.split(';')[0]}" for value in ARCH_LISTS})
+# the recipe's Pythons as a solve-check request names them ("pytorch python=3.12")
+PYTHONS = sorted(
+    {p.version for path in (REPO / ".ci_support").glob("*.yaml") for p in read_configuration(path).pythons}
+)
+REQUESTS = [f"python={python}" for python in PYTHONS]
+
+
+@pytest.mark.parametrize("path", TEST_FILES, ids=lambda p: p.name)
+def test_no_string_repeats_the_recipes_gpu_architectures_or_a_python_request(path: Path) -> None:
+    found = [
+        f"{path.name}:{line}: {text!r}"
+        for line, text in strings_outside_docstrings(path)
+        if any(fact in text for fact in (*ARCH_LISTS, *BOUNDS, *REQUESTS))
+    ]
+    assert not found, (
+        "a fact of the recipe written into a test (read meta.yaml's lists with "
+        "feedstock_tools.conda.cuda_arch, the bounds and Pythons from the recipe's packages or "
+        "configurations, or state a list of your own): " + "; ".join(found)
+    )
+
+
+def test_the_facts_banned_here_are_the_recipes() -> None:
+    assert ARCH_LISTS and BOUNDS and PYTHONS

@@ -51,7 +51,7 @@ from feedstock_tools.ci.smithy_templates import (
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
-from feedstock_tools.conda import recipe_v1, used_vars
+from feedstock_tools.conda import cuda_arch, recipe_v1, used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import read_recipe_file
@@ -723,16 +723,36 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
     return changes + recipe_v1.write(root)  # recipe-v1/ from meta.yaml: convert-v1
 
 
+def arch_list_problems(root: Path) -> list[str]:
+    """meta.yaml's GPU architecture lists the build driver would refuse, one line each: no CI file holds
+    them, but every CUDA job builds with one (:mod:`feedstock_tools.conda.cuda_arch`)."""
+    settings = read_forge_settings(root / "conda-forge.yml")
+    meta = root / settings.recipe_dir / "meta.yaml"
+    return [
+        f"{ARCH_LIST_PROBLEM} {problem.line()}"
+        for problem in cuda_arch.problems(read_text(meta), f"{settings.recipe_dir}/meta.yaml")
+    ]
+
+
+ARCH_LIST_PROBLEM = "refused by the build driver:"
+
+
 def _check_failure(problems: Sequence[str]) -> str:
     """The one-line summary of ``render-ci --check``: what fixes the problems it listed."""
     gaps = sum(problem.startswith(SKIP_RENDER_GAP) for problem in problems)
+    lists = sum(problem.startswith(ARCH_LIST_PROBLEM) for problem in problems)
     fixes = []
-    if gaps < len(problems):
+    if gaps + lists < len(problems):
         fixes.append("run: python -m feedstock_tools render-ci")
     if gaps:
         # conda-forge.yml is written by hand; the generator does not rewrite it.
         fixes.append("add the files not in skip_render to skip_render in conda-forge.yml")
-    return f"{len(problems)} CI file(s) differ from a rerender; " + "; ".join(fixes)
+    if lists:
+        fixes.append("fix the cuda_arch_list line(s) of meta.yaml named above")
+    drifted = len(problems) - lists
+    counts = [f"{drifted} CI file(s) differ from a rerender"] if drifted else []
+    counts += [f"{lists} GPU architecture list(s) refused"] if lists else []
+    return "; ".join(counts + fixes)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -740,7 +760,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ToolError("--check and --list do different things: give one of them")
     args.pinning = locate_pinning(args.pinning)
     if args.check:
-        problems = drift(args.root, args.pinning)
+        problems = drift(args.root, args.pinning) + arch_list_problems(args.root)
         for problem in problems:
             print(problem)
         if problems:
@@ -770,8 +790,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             ".github/workflows/conda-build.yml; write templates/, which makes conda-smithy render this "
             "project's workflow, build scripts and CircleCI file unchanged; write recipe-v1/ from "
             "recipe/meta.yaml (convert-v1). --check only reports files "
-            "that are missing, extra or out of date, lost executable bits and files skip_render does not "
-            "protect (exit 1 if any)."
+            "that are missing, extra or out of date, lost executable bits, files skip_render does not "
+            "protect and GPU architecture lists of meta.yaml the build driver would refuse (exit 1 if any)."
         ),
     )
     parser.add_argument("--check", action="store_true", help="report drift instead of writing")

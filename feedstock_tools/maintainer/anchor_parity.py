@@ -37,6 +37,7 @@ from feedstock_tools.conda.script_env import script_environment
 from feedstock_tools.conda.yaml_load import safe_load
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
+RECIPE = "recipe"  # ours_from: the row's value is the recipe's
 TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a feedstock root
 DOC_NAME = "docs/reference/anchor-parity.md"
 DOC_FILE = REPO_ROOT / DOC_NAME
@@ -65,6 +66,9 @@ class Row:
     decision: str
     why: str
     verify: str  # where a real job settles what cannot be checked here ("" when the check settles it)
+    # "ours_from: recipe": ours is the value the recipe gives (its GPU architecture lists), computed, never
+    # restated here; the decision is still held against the anchor's value
+    from_recipe: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ def load_table(path: Path = TABLE_FILE) -> Table:
                 str(r["decision"]),
                 str(r["why"]),
                 str(r.get("verify") or ""),
+                str(r.get("ours_from") or "") == RECIPE,
             )
             for r in data["rows"]
         )
@@ -111,6 +116,11 @@ def load_table(path: Path = TABLE_FILE) -> Table:
             raise ToolError(
                 f"{path.name}: row {row.setting!r}: decision must be one of {', '.join(DECISIONS)} and "
                 f"check.kind one of {', '.join(CHECKS)}"
+            )
+        if row.from_recipe and (row.ours is not None or row.check["kind"] != "env"):
+            raise ToolError(
+                f"{path.name}: row {row.setting!r}: 'ours_from: recipe' computes ours from an env check; "
+                "drop its 'ours' (the recipe holds the value)"
             )
         if row.check["kind"] == "none" and not row.verify:
             raise ToolError(
@@ -214,7 +224,13 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
     caller_values = {**table.caller[config.platform], **script_environment(script_env, {})}
     caller = conda_environ(family, config, caller_values, root)
     build = conda_env.CondaBuild.from_environ(caller)
-    env, _ = environment.upstream_environment(build, caller)
+    try:
+        env, _ = environment.upstream_environment(build, caller)
+    except import_megabuild("errors").MegabuildError as exc:
+        raise DriverRefusal(
+            f"{TABLE_NAME}: not computed for family {family.name} ({path.name}): the build driver refuses "
+            f"its environment: {exc}"
+        ) from exc
     memory = family.memory_gib * 1024**3
     return Actual(
         env=env,
@@ -223,6 +239,11 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
         outputs=rendered.outputs,
         runner=list(config.values_of("github_actions_labels")),
     )
+
+
+class DriverRefusal(ToolError):
+    """The build driver refuses a family's configuration (a malformed GPU architecture list, ...): the table
+    cannot be computed until that is fixed; the message names the family and the driver's reason."""
 
 
 @cache
@@ -316,6 +337,8 @@ def disagreement_problems(table: Table, found: Mapping[str, Actual]) -> list[Pro
     """One per (row, family) whose computed value differs from the table's."""
     problems = []
     for row in table.rows:
+        if row.from_recipe:
+            continue  # the computed value is ours by definition
         for name in row.families:
             got, want = value_of(row, found[name]), expected(row, table.families[name])
             if got != want:
@@ -386,14 +409,17 @@ def _comparison(row: Row, family: Family, got: Any) -> str | None:
     return _DIFFERS if " " not in anchor else None
 
 
-def contradictions(table: Table) -> list[Problem]:
-    """Rows whose decision says the opposite of their own values (the anchor's and the table's "ours"):
-    "same"/"fixed now" with a value that is not the anchor's, "different"/"not needed" with the anchor's own
-    value, "not needed" with a value set. One per row."""
+def contradictions(table: Table, found: Mapping[str, Actual] | None = None) -> list[Problem]:
+    """Rows whose decision says the opposite of their own values (the anchor's and the table's "ours", or
+    the recipe's where the row takes it from there: ``found``): "same"/"fixed now" with a value that is not
+    the anchor's, "different"/"not needed" with the anchor's own value, "not needed" with a value set. One
+    per row."""
     problems = []
     for row in table.rows:
+        if row.from_recipe and found is None:
+            continue
         for name in row.families:
-            ours = expected(row, table.families[name])
+            ours = value_of(row, found[name]) if row.from_recipe else expected(row, table.families[name])
             verdict = _comparison(row, table.families[name], ours)
             set_anyway = row.decision == "not needed" and ours not in (None, False)
             if (
@@ -425,7 +451,7 @@ def problems(root: Path = REPO_ROOT) -> list[Problem]:
     document."""
     table = load_table(table_file(root))
     found = actuals(table, root / ".ci_support", root)
-    found_problems = disagreement_problems(table, found) + contradictions(table)
+    found_problems = disagreement_problems(table, found) + contradictions(table, found)
     document = root / DOC_NAME
     if document.is_file() and document.read_text(encoding="utf-8") != render_markdown(table, root, found):
         found_problems.append(
@@ -452,7 +478,7 @@ def refresh(root: Path) -> tuple[list[Problem], str]:
         if document.read_text(encoding="utf-8") != text:
             _atomic_file.write_text(document, text)
             written = DOC_NAME
-    return disagreement_problems(table, found) + contradictions(table), written
+    return disagreement_problems(table, found) + contradictions(table, found), written
 
 
 # ---- the document ----------------------------------------------------------------------------------------
@@ -467,6 +493,9 @@ def recipe_specs(table: Table, found: Mapping[str, Actual]) -> dict[str, str]:
     the values a release bump changes, read from the recipe."""
     specs: dict[str, str] = {}
     for row in table.rows:
+        if row.from_recipe:
+            values = dict.fromkeys(str(value_of(row, found[name])) for name in row.families)
+            specs[row.setting] = ", ".join(values)
         if row.check["kind"] != "requirement":
             continue
         named = {s for name in row.families for s in _specs_named(row.check, found[name]) or ()}
@@ -486,7 +515,8 @@ def render_markdown(table: Table, root: Path = REPO_ROOT, found: Mapping[str, Ac
         "environment or the "
         "rendered recipe of any family disagrees with the table, or when this file is not the table's "
         "rendering, or when a row's decision contradicts its values (`python -m feedstock_tools check` runs "
-        "the same). A requirement's \"ours\" is the rendered recipe's spec, read from the recipe. The anchor "
+        "the same). A requirement's \"ours\" is the rendered recipe's spec, and a GPU architecture list's "
+        "the recipe's list, read from the recipe. The anchor "
         "is conda-forge/pytorch-cpu-feedstock at 74dd3d46 (`recipe/build.sh`, `recipe/bld.bat`, "
         "`recipe/meta.yaml`); its sources are given as file:line or commit.",
         "",
@@ -551,7 +581,7 @@ def run(args: argparse.Namespace) -> int:
     root = args.root
     table = load_table(table_file(root))
     found = actuals(table, args.ci_support or root / ".ci_support", root)
-    lines = [p.line() for p in disagreement_problems(table, found) + contradictions(table)]
+    lines = [p.line() for p in disagreement_problems(table, found) + contradictions(table, found)]
     for line in lines:
         print(line)
     counts = summary(table)

@@ -42,14 +42,21 @@ import yaml
 
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common import tree_journal
-from feedstock_tools.common.configuration import Configuration, PythonVersion, parse_configuration
+from feedstock_tools.common.configuration import (
+    Configuration,
+    PythonVersion,
+    parse_configuration,
+    version_key,
+)
 from feedstock_tools.common.errors import InputError, ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.conda import cuda_arch, recipe_v1
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.python_floor import skip_line
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
 from feedstock_tools.conda.yaml_load import safe_load
-from feedstock_tools.maintainer import anchor_parity, render_v1
+from feedstock_tools.maintainer import anchor_parity, patch_list, render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
@@ -57,6 +64,7 @@ CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
 _package_files = import_megabuild("package_files")
 LIBTORCH, LINALG, PYTORCH = _package_files.PACKAGES
 PATCH_SUFFIXES = (".patch", ".diff")
+PYTHON_FLOOR_COMMAND = "python -m feedstock_tools python-floor"
 # The paragraphs a patch's commit message must start (docs/reference/patches.md says what each holds).
 PATCH_HEADER_FIELDS = ("Why:", "Upstream status:", "Context verified against:")
 
@@ -120,28 +128,35 @@ def patch_header_problem(text: str) -> str | None:
 
 
 def check_patches(recipe_dir: Path) -> list[Finding]:
+    """meta.yaml's patch list against what ``patches`` writes from recipe/patches/ (a file not listed, a
+    listed one missing, a selector or comment astray), a patch file elsewhere in the recipe, and every
+    listed patch's header."""
     meta = recipe_dir / "meta.yaml"
     listed = listed_patches(meta.read_text(encoding="utf-8"))
-    present = sorted(
+    findings = [Finding(rule, where, what) for rule, where, what in patch_list.differences(recipe_dir)]
+    elsewhere = sorted(
         path.relative_to(recipe_dir).as_posix()
         for path in recipe_dir.rglob("*")
-        if path.suffix in PATCH_SUFFIXES and path.is_file()
+        if path.suffix in PATCH_SUFFIXES
+        and path.is_file()
+        and (path.parent != recipe_dir / "patches" or path.suffix != patch_list.PATCH_SUFFIX)
     )
-    findings = [
-        Finding("patch-unlisted", f"recipe/{path}", "patch file is not listed in meta.yaml's source.patches")
-        for path in present
+    findings += [
+        Finding(
+            "patch-unlisted",
+            f"recipe/{path}",
+            f"not a recipe/patches/*{patch_list.PATCH_SUFFIX} file, which {patch_list.COMMAND} lists: "
+            "move or rename it",
+        )
+        for path in elsewhere
         if path not in listed
     ]
     for path in listed:
         patch = recipe_dir / path
-        if not patch.is_file():
-            findings.append(
-                Finding("patch-missing", f"recipe/{path}", "listed in meta.yaml but the file is missing")
-            )
-            continue
-        problem = patch_header_problem(patch.read_text(encoding="utf-8", errors="replace"))
-        if problem:
-            findings.append(Finding("patch-header", f"recipe/{path}", problem))
+        if patch.is_file():
+            problem = patch_header_problem(patch.read_text(encoding="utf-8", errors="replace"))
+            if problem:
+                findings.append(Finding("patch-header", f"recipe/{path}", problem))
     return findings
 
 
@@ -322,35 +337,32 @@ def check_patch_hunks(
         for row in report.rows
         if row.verdict.value == "conflicts"
     ]
+    # what the patch tests (tests/recipe/test_recipe_patches.py) reject besides a conflict: an offset, an
+    # undeclared unknown hunk, a short or wrong blob id, a hand-edited hunk header or diffstat
+    findings += [Finding(p.rule, f"recipe/{p.patch}", p.message) for p in report.problems]
     return report, findings
 
 
-def run_checks(
-    root: Path, pinning: Path, on_patch_report: Callable[[PatchReport], None] | None = None
-) -> list[Finding]:
-    """Every rule's findings; ``on_patch_report`` receives the patch hunk table (``check`` prints it)."""
-    recipe_dir = root / "recipe"
-    if not (recipe_dir / "meta.yaml").is_file():
-        raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
-    check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
-    findings = check_patches(recipe_dir)
-    try:
-        # rendered once for both rules: every configuration of the recipe, the slowest part of check
-        expected = ci_support.expected_files(root, pinning)
-    except InputError:
-        raise
-    except ToolError as exc:
-        return [
-            *findings,
-            Finding("ci-support", ".ci_support", str(exc)),
-            Finding("render", ".ci_support", str(exc)),
-        ]
-    findings += check_ci_support(root, pinning, expected)
-    configs = _expected_configs(root, expected)
+def check_arch_lists(recipe_dir: Path) -> list[Finding]:
+    """meta.yaml's GPU architecture lists the build driver would refuse: one finding per line."""
+    meta_text = (recipe_dir / "meta.yaml").read_text(encoding="utf-8")
+    return [
+        Finding("cuda-arch-list", problem.where, problem.message)
+        for problem in cuda_arch.problems(meta_text, f"{recipe_dir.name}/meta.yaml")
+    ]
+
+
+def check_configurations(
+    recipe_dir: Path, configs: Mapping[str, Configuration]
+) -> tuple[list[Finding], dict[str, tuple[str, ...]], set[str]]:
+    """The rules of every rendered configuration (tests, host, build ids; staging and the base build number
+    over all of them): the findings, each configuration's patch series and the versions rendered."""
+    findings: list[Finding] = []
     scripted: set[str] = set()
     bases: dict[int, list[str]] = {}
     series: dict[str, tuple[str, ...]] = {}  # configuration -> the patches its rendered source applies
     versions: set[str] = set()
+    floors: dict[str, list[str]] = {}  # a Python floor problem -> the configurations it shows in
     for number, (name, config) in enumerate(configs.items(), start=1):
         progress(f"check: rendering the recipe for configuration {number}/{len(configs)}: {name}")
         try:
@@ -366,6 +378,9 @@ def run_checks(
             versions.add(rendered.top_level.version)
         findings += check_tests(name, rendered)
         findings += check_host(name, rendered)
+        floor = python_floor_problem(config, rendered)
+        if floor:
+            floors.setdefault(floor, []).append(name)
         base = top_level_base(config, rendered)
         if base is not None:
             bases.setdefault(base, []).append(name)
@@ -381,14 +396,76 @@ def run_checks(
         )
     if scripted:
         findings += check_staging(scripted)
+    for problem, names in floors.items():
+        shown = names[0] if len(names) == 1 else f"{len(names)} configurations, e.g. {names[0]}"
+        findings.append(Finding("python-floor", "recipe/meta.yaml", f"{problem} ({shown})"))
+    return findings, series, versions
+
+
+def python_floor_problem(config: Configuration, rendered: RenderedRecipe) -> str | None:
+    """Whether the pytorch builds start at ``python_min`` (pass 1's Python): none below it (python_min
+    raised without the pytorch output's skip), and one for it (a skip without python_min)."""
+    built = sorted(
+        {
+            PythonVersion.parse(str(o.variant.get("python"))).version
+            for o in rendered.outputs
+            if o.name == PYTORCH
+        },
+        key=version_key,
+    )
+    floor = config.python_min
+    if not built:
+        return None
+    below = [python for python in built if version_key(python) < version_key(floor)]
+    if below:
+        return (
+            f"pytorch is built for Python {', '.join(below)}, below python_min {floor} (pass 1's Python, "
+            f"recipe/conda_build_config.yaml): the pytorch output needs '{skip_line(floor)}'; run: "
+            f"{PYTHON_FLOOR_COMMAND}"
+        )
+    if version_key(built[0]) > version_key(floor):
+        return (
+            f"no pytorch is built for python_min {floor}, pass 1's Python (the oldest is {built[0]}): set "
+            f"python_min to {built[0]} in recipe/conda_build_config.yaml, then run: {PYTHON_FLOOR_COMMAND}"
+        )
+    return None
+
+
+def run_checks(
+    root: Path, pinning: Path, on_patch_report: Callable[[PatchReport], None] | None = None
+) -> list[Finding]:
+    """Every rule's findings; ``on_patch_report`` receives the patch hunk table (``check`` prints it)."""
+    recipe_dir = root / "recipe"
+    if not (recipe_dir / "meta.yaml").is_file():
+        raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
+    check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
+    findings = check_patches(recipe_dir)
+    arch_findings = check_arch_lists(recipe_dir)
+    findings += arch_findings
+    try:
+        # rendered once for both rules: every configuration of the recipe, the slowest part of check
+        expected = ci_support.expected_files(root, pinning)
+    except InputError:
+        raise
+    except ToolError as exc:
+        return [
+            *findings,
+            Finding("ci-support", ".ci_support", str(exc)),
+            Finding("render", ".ci_support", str(exc)),
+        ]
+    findings += check_ci_support(root, pinning, expected)
+    rendered_findings, series, versions = check_configurations(recipe_dir, _expected_configs(root, expected))
+    findings += rendered_findings
     if len(versions) == 1:
         report, patch_findings = check_patch_hunks(recipe_dir, versions.pop(), series)
         findings += patch_findings
         if on_patch_report is not None:
             on_patch_report(report)
-    findings += check_recipe_v1(root)
+    # a stale recipe-v1/ is one ci-support finding naming convert-v1; its render differences from meta.yaml
+    # would restate that one cause per item, so they are compared once it is converted again
+    findings += check_recipe_v1(root, compare=not recipe_v1.stale(root))
     progress("check: the anchor-parity table against every family")
-    findings += check_anchor_parity(root)
+    findings += check_anchor_parity(root, cause_reported=bool(arch_findings))
     return _dedupe(findings)
 
 
@@ -398,7 +475,9 @@ def print_patch_report(report: PatchReport) -> None:
     print(report.summary())
 
 
-def check_recipe_v1(root: Path, configs: Sequence[Path] | None = None) -> list[Finding]:
+def check_recipe_v1(
+    root: Path, configs: Sequence[Path] | None = None, *, compare: bool = True
+) -> list[Finding]:
     """Where the v1 recipe lives (render_v1.layout_problems: R-051), then every
     difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's over the committed
     .ci_support configurations (or ``configs``): one finding per item one recipe lists and the other lacks
@@ -407,7 +486,7 @@ def check_recipe_v1(root: Path, configs: Sequence[Path] | None = None) -> list[F
     recipe_dir, v1_dir = root / "recipe", root / render_v1.V1_DIRNAME
     v1_recipe = v1_dir / "recipe.yaml"
     findings = [Finding("recipe-v1", where, what) for where, what in render_v1.layout_problems(root)]
-    if not v1_recipe.is_file():
+    if not v1_recipe.is_file() or not compare:
         return findings
     unreadable = _yaml_problem(v1_recipe)
     if unreadable:
@@ -443,12 +522,18 @@ def _yaml_problem(path: Path) -> str | None:
     return None
 
 
-def check_anchor_parity(root: Path) -> list[Finding]:
+def check_anchor_parity(root: Path, *, cause_reported: bool = False) -> list[Finding]:
     """The anchor-parity table (feedstock_tools/maintainer/anchor_parity.yaml) against the driver's
     environment and the rendered recipe of every family, its decisions against its values, its document:
-    one finding per row and problem, naming the families it shows in and the file to edit."""
+    one finding per row and problem, naming the families it shows in and the file to edit. Where the driver
+    refuses a family's environment the table is not computed: one finding, none when ``cause_reported``
+    (another finding, a refused GPU architecture list, names the cause already)."""
+    try:
+        found_problems = anchor_parity.problems(root)
+    except anchor_parity.DriverRefusal as exc:
+        return [] if cause_reported else [Finding("anchor-parity", anchor_parity.TABLE_NAME, str(exc))]
     grouped: dict[tuple[str, str], list[str]] = {}
-    for problem in anchor_parity.problems(root):
+    for problem in found_problems:
         grouped.setdefault((problem.setting, problem.fix), []).append(problem.family)
     findings = []
     for (setting, fix), families in grouped.items():

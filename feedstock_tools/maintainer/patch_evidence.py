@@ -13,6 +13,7 @@ X)`` names a file a release wheel ships whole, which needs the wheel and is ther
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from feedstock_tools.common.errors import ToolError
@@ -40,6 +41,27 @@ def evidence_fixture(version: str, fixtures: Path = FIXTURES) -> Path:
     preimage = preimage_fixture(version, fixtures)
     wheels = wheels_fixture(version, fixtures)
     return wheels if not preimage.is_file() and wheels.is_file() else preimage
+
+
+@dataclass(frozen=True)
+class Blob:
+    """The git blob id an evidence file names for a path (abbreviated as git's ``index`` lines are)."""
+
+    blob: str
+    whole: bool  # the file is named whole (a wheel ships it byte for byte), not only cut into segments
+
+
+_BLOB = re.compile(r"^@@ (\S+) .*\(blob ([0-9a-f]+)\)$", re.MULTILINE)
+
+
+def blob_ids(text: str) -> dict[str, Blob]:
+    """path -> the blob id the evidence's ``@@`` lines name for it (a whole file's, else a segment's)."""
+    found: dict[str, Blob] = {}
+    for match in _BLOB.finditer(text):
+        whole = _WHOLE.match(match[0]) is not None
+        if whole or match[1] not in found:
+            found[match[1]] = Blob(match[2], whole)
+    return found
 
 
 def read_segments(fixture: Path) -> dict[str, FileText]:

@@ -29,6 +29,7 @@ from feedstock_tools.common import tree_journal
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from feedstock_tools.conda.python_floor import python_floor_skip
 from feedstock_tools.maintainer import anchor_parity
 from feedstock_tools.maintainer.conda_pins import conda_forge_pins
 from feedstock_tools.maintainer.version_compare import version_key
@@ -111,7 +112,7 @@ def python_rows(state: BumpState) -> None:
     floor = state.floor = python_floor(state.the_release)
     pinned = conda_forge_pins(state.pinning, "linux-64").get("python_min", ["?"])[0]
     written = floor if version_key(floor) > version_key(str(pinned)) else None
-    old_skip = recipe_edit.python_floor_skip(state.meta) or f"(pinning's python_min {pinned})"
+    old_skip = python_floor_skip(state.meta) or f"(pinning's python_min {pinned})"
     before = state.new_meta
     state.new_meta, state.new_config = recipe_edit.set_python_floor(state.new_meta, state.config, written)
     shown = (

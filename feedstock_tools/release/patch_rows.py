@@ -192,8 +192,8 @@ def patch_rows(root: Path, evidence: ReleaseEvidence) -> list[Row]:
                     status,
                     ""
                     if status == SAME
-                    else "refresh the hunk on the release's text (docs/reference/patches.md, 'Refreshing a "
-                    "patch'), or drop the patch",
+                    else "refresh the hunk on the release's text (docs/guides/add-a-patch.md, 'Refresh or "
+                    "drop one'), or drop the patch",
                 )
             )
     if unknown:

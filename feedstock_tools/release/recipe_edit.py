@@ -11,25 +11,21 @@ import re
 from dataclasses import dataclass
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.conda.python_floor import with_skip
 
 META = "recipe/meta.yaml"
 CONFIG = "recipe/conda_build_config.yaml"
 
 _SET = r'^\{{% set {name} = (?P<quote>"?)(?P<value>[^"%]*?)(?P=quote) %\}}$'
-# The pytorch output's build section, where a Python floor becomes an output-level skip (the top level
-# must not name python: conda-smithy would split CI jobs per Python, docs/reference/architecture.md).
-_PYTORCH_BUILD = re.compile(
-    r"(?P<head>^  - name: pytorch\n(?:    script: .*\n)*    build:\n      number: \{\{ number \}\}\n)"
-    r"(?P<skip>      skip: true  # \[py<\d+\]\n)?",
-    re.MULTILINE,
-)
 # The pytorch output's run requirements: from its "      run:" to its "      run_constrained:"
 _PYTORCH_RUN = re.compile(
     r"^  - name: pytorch\n.*?^      run:\n(?P<run>.*?)^      run_constrained:", re.MULTILINE | re.DOTALL
 )
 _RUN_LINE = re.compile(r"^        - (?P<name>[A-Za-z0-9_.-]+)(?: (?P<spec>[^#\n]*?))?(?P<tail>\s*#.*)?$")
+# python_min in the recipe's variant file: the bump's block (its comment lines above the key), or one a
+# maintainer wrote (docs/guides/add-or-drop-a-python.md)
 PYTHON_MIN_BLOCK = re.compile(
-    r"^# Python floor of this release.*?^python_min:\n(?:  - .*\n)+", re.MULTILINE | re.DOTALL
+    r"^(?:# Python floor of this release.*\n(?:#.*\n)*)?python_min:\n(?:  - .*\n)+", re.MULTILINE
 )
 
 
@@ -63,28 +59,12 @@ def set_version(meta: str, version: str, sha256: str) -> str:
     return meta
 
 
-def python_floor_skip(meta: str) -> str | None:
-    """The pytorch output's ``skip: true  # [py<NNN]`` selector, None without one."""
-    match = _PYTORCH_BUILD.search(meta)
-    if not match:
-        raise ToolError(
-            f"{META}: the pytorch output's build section does not start with 'number: {{{{ number }}}}'"
-        )
-    return match["skip"].strip() if match["skip"] else None
-
-
 def set_python_floor(meta: str, config: str, floor: str | None) -> tuple[str, str]:
     """Raise the oldest Python to ``floor`` ("3.11"), the way a conda-forge feedstock does it: ``python_min``
     in the recipe's conda_build_config.yaml (CFEP-25's key: pass 1's host Python here) and an output-level
     ``skip: true  # [py<311]`` for the per-Python pytorch builds; ``None`` removes both (the pinning's
     ``python_min`` is the floor)."""
-    match = _PYTORCH_BUILD.search(meta)
-    if not match:
-        raise ToolError(
-            f"{META}: the pytorch output's build section does not start with 'number: {{{{ number }}}}'"
-        )
-    skip = f"      skip: true  # [py<{floor.replace('.', '')}]\n" if floor else ""
-    meta = meta[: match.start()] + match["head"] + skip + meta[match.end() :]
+    meta = with_skip(meta, floor)
     config = PYTHON_MIN_BLOCK.sub("", config).rstrip("\n") + "\n"
     if floor:
         config += (

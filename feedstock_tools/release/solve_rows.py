@@ -80,10 +80,11 @@ def solve_record_rows(meta: str) -> list[Row]:
 
 
 def solve_request_rows(floor: str) -> list[Row]:
-    """solve-check's requests (solve_requests.yaml) for a Python below the release's floor: they expect a
-    solution the bumped recipe no longer builds."""
+    """solve-check's requests (solve_requests.yaml) that name a Python below the release's floor: they expect
+    a solution the bumped recipe no longer builds. (A "{python}" request is asked once per Python the recipe
+    builds, so it follows the floor by itself.)"""
     rows = []
-    for request in solve_check.load_requests()[1]:
+    for request in solve_check.read_table().templates:
         for spec in request.specs:
             match = re.fullmatch(r"python (\d+\.\d+)\.\*", spec)
             if match and version_key(match[1]) < version_key(floor):
@@ -94,8 +95,8 @@ def solve_request_rows(floor: str) -> list[Row]:
                         "expects a solution",
                         f"no Python {match[1]} build",
                         PERSON,
-                        f"in {REQUESTS}, set this request's expectation on every machine to 'fails: "
-                        "python', or drop the request",
+                        f"in {REQUESTS}, drop the request, or write it for every Python the recipe builds "
+                        "(python {python}.*)",
                     )
                 )
     return rows

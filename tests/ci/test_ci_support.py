@@ -12,8 +12,9 @@ from bump_fixtures import copy_feedstock
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.ci import ci_support, ci_workflow, forge_config, smithy_templates
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.conda import used_vars, variants
+from feedstock_tools.conda import cuda_arch, used_vars, variants
 
 REPO = ci_support.REPO_ROOT
 # This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).
@@ -172,7 +173,9 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path, capsys: pytest.Captur
     configs = sorted((root / ".ci_support").glob("*.yaml"))
     configs[0].unlink()
     (root / ".ci_support" / "linux_64_stale.yaml").write_text("python:\n- '2.7'\n")
-    configs[1].write_text(configs[1].read_text().replace("- '3.10'", "- '3.9'"))
+    floor = read_configuration(configs[1]).python_min  # the oldest Python, one minor older
+    older = f"{floor.split('.')[0]}.{int(floor.split('.')[1]) - 1}"
+    configs[1].write_text(configs[1].read_text().replace(f"- '{floor}'", f"- '{older}'"))
     result = _render_ci(capsys, root, "--check")
     assert result.returncode == 1
     assert f"missing: .ci_support/{configs[0].name}" in result.stdout
@@ -185,6 +188,28 @@ def test_render_ci_check_cli_reports_drift(tmp_path: Path, capsys: pytest.Captur
     assert fixed.returncode == 0
     assert not (root / ".ci_support" / "linux_64_stale.yaml").exists()
     assert ci_support.drift(root, PINNING) == []
+
+
+def test_render_ci_check_names_a_mistyped_architecture_list_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU architecture list of meta.yaml the build driver would refuse is one line of --check beside the
+    drift (none here: the lists reach no CI file), never a traceback, and the summary names the fix."""
+    root = _copy_feedstock(tmp_path)
+    meta = root / "recipe" / "meta.yaml"
+    (line,) = [arch for arch in cuda_arch.arch_lines(meta.read_text()) if arch.value][-1:]
+    first, second, *rest = line.value.split(";")
+    lines = meta.read_text().split("\n")
+    lines[line.line - 1] = lines[line.line - 1].replace(line.value, ";".join([second, first, *rest]))
+    meta.write_text("\n".join(lines))
+    result = _render_ci(capsys, root, "--check")
+    assert result.returncode == 1
+    (refused,) = result.stdout.splitlines()
+    assert refused.startswith(f"refused by the build driver: recipe/meta.yaml:{line.line}: cuda_arch_list '")
+    assert "not ordered oldest first" in refused
+    assert result.stderr.strip() == (
+        "error: 1 GPU architecture list(s) refused; fix the cuda_arch_list line(s) of meta.yaml named above"
+    )
 
 
 # --- the files conda-smithy renders from its templates whatever skip_render says --------------------------

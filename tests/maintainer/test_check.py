@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,25 @@ def broken_copy(tmp_path_factory: pytest.TempPathFactory, real_findings: list[Fi
     context = next(i for i, line in enumerate(hunk.lines) if line.startswith(" ") and line.strip())
     lines[first_hunk_line + context] += " # changed"
     corrupted.write_text("\n".join(lines))
+    # patch-offset: the first hunk of 0011 renumbered 16 lines up (its text still found 16 lines below, where
+    # git apply would take it)
+    offset = next(recipe / path for path in listed if Path(path).name.startswith("0011-"))
+    offset_hunk = parse_patch(offset.read_text())[0].hunks[0]
+    at = f"@@ -{offset_hunk.old_start},{offset_hunk.old_count} +{offset_hunk.new_start},"
+    moved = f"@@ -{offset_hunk.old_start - 16},{offset_hunk.old_count} +{offset_hunk.new_start - 16},"
+    _replace_once(offset, at, moved)
+    # patch-blob: git format-patch's default abbreviation in a small clone (7 digits) on a whole file's diff
+    short = next(recipe / path for path in listed if Path(path).name.startswith("0015-"))
+    (pre, post) = re.search(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)", short.read_text(), re.M).groups()
+    _replace_once(short, f"index {pre}..{post}", f"index {pre[:7]}..{post[:7]}")
+    # patch-unverified: a declared unknown hunk of 0004 no longer declared
+    undeclared = next(recipe / path for path in listed if Path(path).name.startswith("0004-"))
+    entry = next(line for line in undeclared.read_text().splitlines() if line.endswith("(same)"))
+    _replace_once(undeclared, entry + "\n", "")
+    # cuda-arch-list: one list mistyped (two entries swapped)
+    arch_line = re.search(r'^\{% set cuda_arch_list = "(\d+\.\d);(\d+\.\d);', meta.read_text(), re.M)
+    swapped = arch_line[0].replace(f"{arch_line[1]};{arch_line[2]}", f"{arch_line[2]};{arch_line[1]}")
+    _replace_once(meta, arch_line[0], swapped)
     # check reads the evidence named by the recipe's version; the one fixture holds the text the patches
     # were made against, which is what this copy's patches are judged against whatever the version says.
     fixtures = root / "tests" / "patch_fixtures"
@@ -147,6 +167,10 @@ def broken_findings(broken_copy: BrokenCopy) -> set[Finding]:
         ("ci-support", ".ci_support/", "missing"),
         ("ci-support", ".ci_support/", "out of date"),
         ("recipe-v1", "recipe/", "R-051"),
+        ("patch-offset", "0011-", "(+16 lines), not at the line its @@ names"),
+        ("patch-blob", "0015-", "abbreviates the pre-image blob to 7 digits"),
+        ("patch-unverified", "0004-", "the header does not declare it"),
+        ("cuda-arch-list", "recipe/meta.yaml:", "not ordered oldest first"),
     ],
 )
 def test_each_break_is_found(

@@ -258,7 +258,7 @@ pybind11_DIR:PATH={sp}/pybind11/share/cmake/pybind11
 
 CUDA_VERSION_STRING:STRING=12.9
 
-TORCH_CUDA_ARCH_LIST:STRING=5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX
+TORCH_CUDA_ARCH_LIST:STRING=5.2;6.1;8.6;12.0+PTX
 
 ########################
 # INTERNAL cache entries
@@ -331,7 +331,7 @@ def test_retarget_314_to_310_at_the_same_prefix_path() -> None:
         assert removed not in cache and changes[removed].new is None
     # nothing Python-free is touched, not even values that look like versions
     assert cache.get("CUDA_VERSION_STRING") == "12.9"
-    assert cache.get("TORCH_CUDA_ARCH_LIST") == "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert cache.get("TORCH_CUDA_ARCH_LIST") == "5.2;6.1;8.6;12.0+PTX"
     assert cache.get("BUILD_PYTHON") == "True"
     assert "3.14" not in cache.render() and "314" not in cache.render()
 

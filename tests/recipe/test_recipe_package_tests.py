@@ -225,8 +225,11 @@ def test_emulated_runs_take_only_the_cheap_selections_on_the_cpu(upstream_tree, 
 
 # ---- check_cuda_arch_list.py: the build's list, torch's, the recipe's __cuda_arch bound and the GPUs -------
 
-LIST_13_0 = "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX"
-TORCH_13_0 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"]
+# lists of the kinds the recipe has, not its own (a test states none of the recipe's lists: they change):
+# one from Turing with a major 11 (CUDA 13's kind), one with Pascal's and no major 11 (CUDA 12's kind)
+LIST_13_0 = "7.5;8.0;8.6;9.0;11.0;12.0+PTX"
+TORCH_13_0 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_110", "sm_120", "compute_120"]
+LIST_12 = "5.2;6.0;7.0;8.0;8.6;10.0;12.0+PTX"
 
 
 def test_arch_check_agrees_only_when_build_torch_and_recipe_agree(monkeypatch):
@@ -236,8 +239,8 @@ def test_arch_check_agrees_only_when_build_torch_and_recipe_agree(monkeypatch):
     assert check.problems(LIST_13_0, list(reversed(TORCH_13_0)), "7.5", []) == []  # order is torch's own
     (no_ptx,) = check.problems(LIST_13_0, TORCH_13_0[:-1], "7.5", [])
     assert "torch.cuda.get_arch_list() is" in no_ptx and "compute_120" in no_ptx
-    (bound,) = check.problems(LIST_13_0, TORCH_13_0, "5.0", [])
-    assert "constrains __cuda_arch >=5.0, the oldest architecture of the build is 7.5" in bound
+    (bound,) = check.problems(LIST_13_0, TORCH_13_0, "6.0", [])
+    assert "constrains __cuda_arch >=6.0, the oldest architecture of the build is 7.5" in bound
     (unset,) = check.problems(None, TORCH_13_0, "7.5", [])
     assert "CF_TORCH_CUDA_ARCH_LIST is not set" in unset
     (bad,) = check.problems("7.5;sm_80", TORCH_13_0, "7.5", [])
@@ -247,13 +250,13 @@ def test_arch_check_agrees_only_when_build_torch_and_recipe_agree(monkeypatch):
 @pytest.mark.parametrize(
     ("device", "arch_list", "covered"),
     [
-        ((6, 1), "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", True),  # Pascal: sm_60's code
+        ((6, 1), LIST_12, True),  # Pascal: sm_60's code
         ((8, 9), LIST_13_0, True),  # Ada runs sm_86's code
         ((12, 1), LIST_13_0, True),
         ((13, 0), LIST_13_0, True),  # a newer GPU: the driver compiles compute_120
-        ((8, 7), "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", False),  # Orin: not dGPU code
+        ((8, 7), LIST_12, False),  # Orin: not dGPU code
         ((8, 7), "8.7+PTX", True),
-        ((11, 0), "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", False),  # no major 11 in the 12.x lists
+        ((11, 0), LIST_12, False),  # no major 11 in the 12.x lists
         ((7, 0), LIST_13_0, False),
     ],
 )
@@ -264,10 +267,10 @@ def test_arch_check_covers_a_device_by_cuda_rules(monkeypatch, device, arch_list
 
 def test_arch_check_names_a_gpu_below_the_bound_or_uncovered(monkeypatch):
     check = load("check_cuda_arch_list", monkeypatch)
-    arch_list = "5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    arch_list = LIST_12
     torch = check.torch_names(*check.parse_arch_list(arch_list))
-    below, uncovered = check.problems(arch_list, torch, "5.0", [(3, 7), (11, 0), (6, 1)])
-    assert "GPU 0 (3.7) is below __cuda_arch >=5.0" in below
+    below, uncovered = check.problems(arch_list, torch, "5.2", [(3, 7), (11, 0), (6, 1)])
+    assert "GPU 0 (3.7) is below __cuda_arch >=5.2" in below
     assert f"GPU 1 (11.0) is not covered by {arch_list}" in uncovered
 
 

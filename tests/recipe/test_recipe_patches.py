@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from feedstock_tools.maintainer.check import listed_patches, patch_header_problem
-from feedstock_tools.maintainer.patch_check import check_patch_series, not_verified
+from feedstock_tools.maintainer.patch_check import (
+    BLOB_DIGITS,
+    blob_problems,
+    check_patch_series,
+    index_ids,
+    not_verified,
+)
+from feedstock_tools.maintainer.patch_evidence import Blob, blob_ids
 from feedstock_tools.maintainer.patch_hunks import FileDiff, FileText, Hunk, Verdict, judge_patch, parse_patch
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipe"
@@ -81,14 +88,22 @@ def test_a_patch_made_by_this_machines_git_format_patch_passes_the_header_rule(t
         "Context verified against: f.txt of the commit before.\n"
     )
     subprocess.run([*git, "commit", "-qam", message], check=True)
-    made = subprocess.run(
-        [*git, "format-patch", "-1", "--stdout"], capture_output=True, text=True, check=True
-    ).stdout
+    documented = [*git, "format-patch", "-1", "--zero-commit", f"--abbrev={BLOB_DIGITS}", "--stdout"]
+    made = subprocess.run(documented, capture_output=True, text=True, check=True).stdout
     assert patch_header_problem(made) is None
     without = made.replace("Upstream status: not submitted (test data).\n", "")
     assert "'Upstream status:'" in patch_header_problem(without)
     evidence = {"f.txt": FileText.of_text("".join(f"line {n}\n" for n in range(1, 11)))}
     assert [j.verdict for j in judge_patch(made, evidence)] == [Verdict.APPLIES]
+    # the documented command's index line passes check's blob rule; git's own abbreviation in a small
+    # repository (7 digits: its default grows with the object count) is check's finding
+    blob = git_blob_id("".join(f"line {n}\n" for n in range(1, 11)).encode())
+    assert blob_problems(parse_patch(made), {"f.txt": Blob(blob[:BLOB_DIGITS], whole=True)}) == []
+    plain = subprocess.run(
+        [*git, "format-patch", "-1", "--stdout"], capture_output=True, text=True, check=True
+    ).stdout
+    (problem,) = blob_problems(parse_patch(plain), {})
+    assert f"abbreviates the pre-image blob to 7 digits ({blob[:7]})" in problem
 
 
 def test_check_judges_every_hunk_applied_or_declared_not_verified():
@@ -104,6 +119,7 @@ def test_check_judges_every_hunk_applied_or_declared_not_verified():
     wrong = [row for row in report.rows if row.verdict is Verdict.CONFLICTS or "offset" in row.detail]
     assert not wrong, "\n".join(report.table())
     assert {row.patch for row in report.rows} == set(listed)
+    assert report.preimage and report.problems == ()  # check's patch rules: the same verdict as these tests
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=patch_id)
@@ -451,12 +467,12 @@ def test_a_hunk_at_the_wrong_line_is_rejected_even_where_its_text_matches(lines,
 def test_a_patch_of_a_whole_file_names_its_2_13_0_blob(patch):
     """A patch of a file the fixture takes whole from the wheel names that file's blob in its "index" line
     (the id says which file the hunks were made against, as in conda-forge's patches)."""
-    blobs = {whole.path: whole.blob for whole in whole_files()}
+    whole = blob_ids(PREIMAGE.read_text())
+    assert {path for path, blob in whole.items() if blob.whole} == {w.path for w in whole_files()}
+    assert blob_problems(file_diffs(patch), whole) == []  # check's rule (patch-blob)
     for diff in file_diffs(patch):
-        if diff.path in blobs:
-            index = [line for line in diff.header if line.startswith("index ")]
-            pre_image = index[0].split()[1].split("..")[0] if index else None
-            assert pre_image == blobs[diff.path], f"{patch.name}: {diff.path}"
+        if diff.path in whole and whole[diff.path].whole:
+            assert index_ids(diff)[0] == whole[diff.path].blob, f"{patch.name}: {diff.path}"
 
 
 @pytest.mark.wheel

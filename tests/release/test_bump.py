@@ -36,7 +36,7 @@ from feedstock_tools.__main__ import main
 from feedstock_tools.common import user_cache
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
-from feedstock_tools.conda import recipe_v1
+from feedstock_tools.conda import python_floor, recipe_v1
 from feedstock_tools.maintainer import check, patch_hunks, render_v1
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
 from feedstock_tools.maintainer.version_compare import satisfies, version_key
@@ -157,11 +157,11 @@ def test_the_bump_sets_version_hash_build_and_python_floor(bumped: BumpRun) -> N
     floor = re.fullmatch(r">=(\d+\.\d+)", requires_python)[1]  # type: ignore[index]
     pinned = read_configuration(next((REPO_ROOT / ".ci_support").glob("linux_64*.yaml"))).python_min
     if floor != pinned:
-        assert recipe_edit.python_floor_skip(meta) == f"skip: true  # [py<{floor.replace('.', '')}]"
+        assert python_floor.python_floor_skip(meta) == f"skip: true  # [py<{floor.replace('.', '')}]"
         for config in (bumped.root / ".ci_support").glob("*.yaml"):
             assert read_configuration(config).python_min == floor, config.name
     else:
-        assert recipe_edit.python_floor_skip(meta) is None
+        assert python_floor.python_floor_skip(meta) is None
     # the other recipe text is the original one (only the lines the bump names change)
     original = (REPO_ROOT / "recipe/meta.yaml").read_text().splitlines()
     changed = [line for line in meta.splitlines() if line not in original]
@@ -371,8 +371,8 @@ def test_records(worked: Worked, bumped: BumpRun, monkeypatch: pytest.MonkeyPatc
     below_floor = {row[1] for row in rows(bumped.table, "solve-check request")}
     real_requests = solve_check.load_requests
 
-    def without_requests_below_the_floor(path: Path = solve_check.REQUESTS_FILE) -> tuple:
-        machines, requests = real_requests(path)
+    def without_requests_below_the_floor(facts: object, path: Path = solve_check.REQUESTS_FILE) -> tuple:
+        machines, requests = real_requests(facts, path)
         return machines, [request for request in requests if request.name not in below_floor]
 
     monkeypatch.setattr(solve_check, "load_requests", without_requests_below_the_floor)
@@ -496,7 +496,7 @@ def test_the_worked_copy_rehearses_strict_at_ratio_one(
     rehearsal.run()
     assert rehearsal.standin == standins.STANDINS[standins.SKBUILD]
     assert_rehearsal_succeeded(rehearsal)  # builds, import and linkage checks, ratio, exit status
-    floor = recipe_edit.python_floor_skip((worked.root / "recipe/meta.yaml").read_text())
+    floor = python_floor.python_floor_skip((worked.root / "recipe/meta.yaml").read_text())
     pythons = {r.step.python for r in rehearsal.results if r.step.name == "pytorch"}
     if floor:
         oldest = re.search(r"py<(\d)(\d+)", floor)

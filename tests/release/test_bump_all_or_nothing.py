@@ -27,7 +27,7 @@ from bump_fixtures import (
 from feedstock_tools.__main__ import main
 from feedstock_tools.common import tree_journal
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.conda import recipe_v1
+from feedstock_tools.conda import python_floor, recipe_v1
 from feedstock_tools.release import bump, recipe_edit, wheel_source
 
 
@@ -248,7 +248,7 @@ def test_the_python_floor_edit_undoes_itself() -> None:
     meta = (REPO_ROOT / "recipe/meta.yaml").read_text()
     config = (REPO_ROOT / "recipe/conda_build_config.yaml").read_text()
     raised_meta, raised_config = recipe_edit.set_python_floor(meta, config, "3.12")
-    assert recipe_edit.python_floor_skip(raised_meta) == "skip: true  # [py<312]"
+    assert python_floor.python_floor_skip(raised_meta) == "skip: true  # [py<312]"
     assert raised_config.endswith('python_min:\n  - "3.12"\n')
     assert recipe_edit.set_python_floor(raised_meta, raised_config, None) == (meta, config)
     # raising it again replaces the first floor instead of adding a second

@@ -50,7 +50,7 @@ def solver_pick(
     if not specs:
         return []
     channel_of(built, target).write(scratch)
-    request = Request("rehearsal", tuple(specs), (), {})
+    request = Request("rehearsal", tuple(specs), ())
     machine = machine_of(target, cuda_version(variant))
     # in a child process: py-rattler's runtime threads must not outlive a solve in this one
     # (solver_process.py, docs/reference/failure-modes.md)

@@ -2,8 +2,10 @@
 
 The channel is :mod:`feedstock_tools.proofs.solve.solve_channel` (every output of every ``.ci_support``
 configuration, as metadata, plus its dependencies' records); the solver is py-rattler's (rattler, the solver
-of pixi and rattler-build), given each machine's virtual packages. The requests, machines and expected
-outcomes are ``solve_requests.yaml``. Exit status 1 when any outcome differs from its expectation.
+of pixi and rattler-build), given each machine's virtual packages. The requests and machines are
+``solve_requests.yaml``; the expected outcome of each on each machine is computed without a solver by the
+rules of :mod:`feedstock_tools.proofs.solve.expectations` from the recipe's own packages. Exit status 1 when
+any outcome differs from its expectation.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +26,15 @@ import yaml
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.conda import cuda_arch
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.yaml_load import safe_load
+from feedstock_tools.proofs.solve import expectations
 from feedstock_tools.proofs.solve.solve_channel import Channel, Record, build_channel
 
 REQUESTS_FILE = Path(__file__).with_name("solve_requests.yaml")
+REQUESTS_NAME = "feedstock_tools/proofs/solve/solve_requests.yaml"
+RULES_FILE = "feedstock_tools/proofs/solve/expectations.py"
 _package_files = import_megabuild("package_files")
 # the words of an expectation, by what they describe
 FLAVOUR, BLAS, LINALG, PYTHON, ARM = "flavour", "blas", "linalg", "python", "arm"
@@ -52,7 +58,20 @@ class Request:
     name: str
     specs: tuple[str, ...]
     constraints: tuple[str, ...]
-    expect: Mapping[str, str]  # machine name -> expectation
+    rule: str = ""  # the rule of expectations.py that gives its expected outcome
+    machines: tuple[str, ...] | None = None  # the machines it is asked on (None: every one)
+
+    def asked_on(self, machine: Machine) -> bool:
+        return self.machines is None or machine.name in self.machines
+
+
+@dataclass(frozen=True)
+class Table:
+    """solve_requests.yaml as read: its machines, the bases of its arch machines, its request templates."""
+
+    machines: tuple[Machine, ...]
+    arch_bases: tuple[str, ...]
+    templates: tuple[expectations.Template, ...]
 
 
 @dataclass
@@ -154,11 +173,22 @@ def verdict(expectation: str, outcome: Outcome) -> tuple[bool, str]:
 # ---- the table of requests and machines --------------------------------------------------------------------
 
 
-def load_requests(path: Path = REQUESTS_FILE) -> tuple[list[Machine], list[Request]]:
+def _unique(names: Sequence[str], what: str, path: Path) -> None:
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ToolError(
+            f"{path}: two {what}s named {twice[0]!r}; give each {what} its own name (the report and "
+            f"--{what} name them)"
+        )
+
+
+def read_table(path: Path = REQUESTS_FILE) -> Table:
+    """The machines, arch machine bases and request templates of ``path``; one line naming the file and the
+    fix for a malformed entry, a duplicate name or an unknown rule."""
     try:
         # every step of a rehearsal asks (0.25 s a read with PyYAML's Python parser)
         data = safe_load(path.read_text(encoding="utf-8"))
-        machines = [
+        machines = tuple(
             Machine(
                 str(m["name"]),
                 str(m["subdir"]),
@@ -166,44 +196,74 @@ def load_requests(path: Path = REQUESTS_FILE) -> tuple[list[Machine], list[Reque
                 tuple(str(s) for s in m.get("installed") or ()),
             )
             for m in data["machines"]
-        ]
-        requests = [
-            Request(
+        )
+        bases = tuple(str(entry["like"]) for entry in data.get("arch_machines") or ())
+        templates = tuple(
+            expectations.Template(
                 str(r["name"]),
                 tuple(str(s) for s in r["specs"]),
                 tuple(str(s) for s in r.get("constraints") or ()),
-                {str(k): str(v) for k, v in r["expect"].items()},
+                str(r["rule"]),
             )
             for r in data["requests"]
-        ]
+        )
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise ToolError(
             f"cannot read {path}: {type(exc).__name__} {str(exc).splitlines()[0] if str(exc) else ''}; "
-            "each machine needs name, subdir, virtual and each request name, specs, expect"
+            "each machine needs name, subdir, virtual, each arch machine like, and each request name, specs, "
+            "rule"
         ) from exc
-    names = {m.name for m in machines}
-    for request in requests:
-        missing = names - set(request.expect)
-        unknown = set(request.expect) - names
-        if missing or unknown:
+    _unique([m.name for m in machines], "machine", path)
+    _unique([r.name for r in templates], "request", path)
+    for template in templates:
+        if template.rule not in expectations.RULES:
             raise ToolError(
-                f"{path.name}: request {request.name!r} "
-                + (f"has no expectation for {sorted(missing)}" if missing else f"names {sorted(unknown)}")
-                + "; give every machine of the table exactly one expectation"
+                f"{path}: request {template.name!r} has rule {template.rule!r}; use one of "
+                f"{', '.join(expectations.RULES)} (feedstock_tools/proofs/solve/expectations.py)"
             )
-        for expectation in request.expect.values():
-            if not expectation.startswith("fails:") and expectation != SOLVES:
-                for word in expectation.split():
-                    word_kind(word)
+    known = {m.name for m in machines}
+    unknown = [base for base in bases if base not in known]
+    if unknown:
+        raise ToolError(f"{path}: arch_machines names {unknown[0]!r}, which no machine is; name a machine")
+    return Table(machines, bases, templates)
+
+
+def load_requests(
+    facts: expectations.Facts, path: Path = REQUESTS_FILE
+) -> tuple[list[Machine], list[Request]]:
+    """Every machine (the arch machines made for the recipe's __cuda_arch bounds included) and every request
+    as asked for the recipe ``facts`` describe."""
+    table = read_table(path)
+    machines = list(table.machines)
+    by_name = {m.name: m for m in machines}
+    for base in table.arch_bases:
+        like = by_name[base]
+        for suffix, virtual in expectations.arch_machine_virtuals(
+            like.subdir, like.virtual, like.installed, facts
+        ):
+            machines.append(Machine(f"{like.name} {suffix}", like.subdir, virtual, like.installed))
+    _unique([m.name for m in machines], "machine", path)
+    asked = expectations.expand(table.templates, facts, [m.name for m in machines])
+    requests = [Request(a.name, a.specs, a.constraints, a.rule, a.machines) for a in asked]
+    _unique([r.name for r in requests], "request", path)
     return machines, requests
+
+
+def expected(request: Request, machine: Machine, facts: expectations.Facts) -> str:
+    """The rules' outcome of ``request`` on ``machine`` (expectations.py), its words checked."""
+    facts_of_machine = expectations.MachineFacts.of(machine.subdir, machine.virtual, machine.installed)
+    text = expectations.expectation(request.rule, request.specs, request.constraints, facts_of_machine, facts)
+    if not text.startswith("fails:") and text != SOLVES:
+        for word in text.split():
+            word_kind(word)
+    return text
 
 
 def machine_of(subdir: str, cuda: str | None, path: Path = REQUESTS_FILE) -> Machine:
     """The table's plain machine of ``subdir`` with an NVIDIA driver of CUDA ``cuda`` (None: none), by the
     table's naming: ``linux-64``, ``linux-64 cuda12.9``. The rehearsal's solver pick runs there."""
     name = subdir if cuda is None else f"{subdir} cuda{cuda}"
-    machines, _ = load_requests(path)
-    found = next((machine for machine in machines if machine.name == name), None)
+    found = next((machine for machine in read_table(path).machines if machine.name == name), None)
     if found is None or found.subdir != subdir:
         raise ToolError(
             f"{path.name} has no machine named {name!r} (subdir {subdir}): add its row with the virtual "
@@ -257,28 +317,42 @@ class Row:
     request: Request
     machine: Machine
     outcome: Outcome
-
-    @property
-    def expectation(self) -> str:
-        return self.request.expect[self.machine.name]
+    expectation: str
 
     def judged(self) -> tuple[bool, str]:
         return verdict(self.expectation, self.outcome)
 
 
 def solve_all(
-    channel: Channel, channel_dir: Path, machines: Sequence[Machine], requests: Sequence[Request]
+    channel: Channel,
+    channel_dir: Path,
+    machines: Sequence[Machine],
+    requests: Sequence[Request],
+    facts: expectations.Facts,
 ) -> list[Row]:
+    """Each request solved on each machine it is asked on, beside the rules' expectation."""
     channel.write(channel_dir)
 
     async def run() -> list[Row]:
         return [
-            Row(request, machine, await solve(channel_dir, request, machine))
+            Row(
+                request,
+                machine,
+                await solve(channel_dir, request, machine),
+                expected(request, machine, facts),
+            )
             for request in requests
             for machine in machines
+            if request.asked_on(machine)
         ]
 
     return asyncio.run(run())
+
+
+def recipe_facts(channel: Channel, recipe_dir: Path) -> expectations.Facts:
+    """What the rules read: the channel's records and the GPU architectures meta.yaml names."""
+    meta_text = (recipe_dir / "meta.yaml").read_text(encoding="utf-8")
+    return expectations.facts_of(channel.all_records(), cuda_arch.architectures(meta_text))
 
 
 # ---- the report --------------------------------------------------------------------------------------------
@@ -346,8 +420,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Render every .ci_support configuration, turn every output into a repodata record (with the "
             "run_exports conda-build would apply) beside metadata-only records of the dependencies at "
             "conda-forge's pinned versions, then solve each request of solve_requests.yaml on each machine "
-            "(virtual packages such as __cuda, __glibc, __osx) with py-rattler and print what is installed, "
-            "the expectation and the verdict. Exit status 1 on any mismatch."
+            "(virtual packages such as __cuda, __glibc, __osx; a machine at each __cuda_arch bound of the "
+            "recipe) with py-rattler and print what is installed, the expectation the rules of "
+            "expectations.py give from the recipe's packages, and the verdict. Exit status 1 on any "
+            "mismatch."
         ),
     )
     parser.add_argument("--recipe-dir", type=Path, default=REPO_ROOT / "recipe", help="default: recipe/")
@@ -374,7 +450,7 @@ def select(items: Sequence[Any], names: Sequence[str] | None, what: str) -> list
     known = [item.name for item in items]
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise ToolError(f"no {what} named {unknown[0]!r} in {REQUESTS_FILE.name}; known: {', '.join(known)}")
+        raise ToolError(f"no {what} named {unknown[0]!r} in {REQUESTS_NAME}; known: {', '.join(known)}")
     return [item for item in items if item.name in names]
 
 
@@ -383,9 +459,7 @@ def run(args: argparse.Namespace) -> int:
     if args.channel_dir is not None:
         inputs.work_dir(args.channel_dir, "--channel-dir")
     pinning = locate_pinning(args.pinning)
-    machines, requests = load_requests()
-    machines = select(machines, args.machine, "machine")
-    requests = select(requests, args.request, "request")
+    read_table()  # a broken table is one line before the minute the channel takes
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -395,10 +469,16 @@ def run(args: argparse.Namespace) -> int:
         args.recipe_dir.parent, args.recipe_dir, args.ci_support, pinning_dir=pinning, progress=progress
     )
     built = time.perf_counter() - started
+    facts = recipe_facts(channel, args.recipe_dir)
+    machines, requests = load_requests(facts)
+    machines = select(machines, args.machine, "machine")
+    requests = select(requests, args.request, "request")
     count = sum(len(r) for r in channel.records.values())
     progress(f"channel: {count} records in {built:.1f} s; solving ...")
     with tempfile.TemporaryDirectory(prefix="solve-check-") as scratch:
-        rows = solve_all(channel, args.channel_dir or Path(scratch), machines, requests)
+        rows = solve_all(channel, args.channel_dir or Path(scratch), machines, requests, facts)
+    print("The recipe's builds, as the rules read them from its packages (expectations.py):")
+    print("\n".join(f"  {line}" for line in facts.summary()) + "\n")
     text, notes = table(rows)
     print(text)
     if notes:
@@ -407,8 +487,14 @@ def run(args: argparse.Namespace) -> int:
     times = [row.outcome.seconds for row in rows]
     failed = [row for row in rows if not row.judged()[0]]
     print(
-        f"\n{len(rows)} solves ({len(requests)} requests x {len(machines)} machines): "
+        f"\n{len(rows)} solves ({len(requests)} requests on {len(machines)} machines): "
         f"{sum(times):.2f} s in all, {max(times):.3f} s the slowest; channel built in {built:.1f} s. "
         f"{len(rows) - len(failed)} as expected, {len(failed)} mismatch(es)."
     )
+    if failed:
+        print(
+            f"A mismatch is the solver's pick against the rules of {RULES_FILE} applied to the recipe's "
+            f"packages: fix the recipe where its packages are wrong, the rule where the rule is, or the "
+            f"machine or request of {REQUESTS_NAME} where the table is."
+        )
     return 1 if failed else 0

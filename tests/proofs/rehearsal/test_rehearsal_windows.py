@@ -1,7 +1,7 @@
 """A rehearsal of a win-64 CUDA configuration, simulated on linux-64 (proofs/rehearsal/target.py).
 
-Three steps of the CUDA 12.8 configuration run, strict: pass 1 (Python 3.10), libtorch, and pytorch for
-Python 3.11, whose pass retargets the cache from 3.10 to 3.11 through the typed Windows retarget. The whole
+Three steps of the CUDA 12.8 configuration run, strict: pass 1 (the oldest Python), libtorch, and pytorch for
+the next Python, whose pass retargets the cache from pass 1's through the typed Windows retarget. The whole
 configuration (every Python) is the documented command in docs/records/2026-11-28-rehearsals.md.
 """
 
@@ -15,6 +15,7 @@ import pytest
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded
 
 from feedstock_tools.common import user_cache
+from feedstock_tools.common.configuration import read_configuration, version_key
 from feedstock_tools.proofs.rehearsal import report
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal
@@ -25,6 +26,9 @@ pytestmark = pytest.mark.rehearsal
 
 CACHE = user_cache.rehearsal_cache()
 WIN_64_CUDA = REPO_ROOT / ".ci_support" / "win_64_cuda_compiler_version12.8.yaml"
+# the Python after pass 1's (the floor): its pass retargets the cache from pass 1's Python
+NEXT_PYTHON = sorted((p.version for p in read_configuration(WIN_64_CUDA).pythons), key=version_key)[1]
+PYTORCH_NEXT = f"pytorch-py{NEXT_PYTHON}"
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +39,7 @@ def windows_cuda(tmp_path_factory: pytest.TempPathFactory, host_pythons) -> Rehe
     root = tmp_path_factory.mktemp("rehearsal-win-64")
     rehearsal = Rehearsal(WIN_64_CUDA, work_root=root, cache_root=CACHE, progress=lambda _line: None)
     assert rehearsal.target.windows and not rehearsal.target.cross
-    rehearsal.steps = [
-        s for s in rehearsal.steps if s.label in (TOP_LEVEL_NAME, "libtorch", "pytorch-py3.11")
-    ]
+    rehearsal.steps = [s for s in rehearsal.steps if s.label in (TOP_LEVEL_NAME, "libtorch", PYTORCH_NEXT)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(
             "MEGABUILD_STRICT", "1"
@@ -59,8 +61,8 @@ def test_windows_layout_of_the_packages(windows_cuda: Rehearsal) -> None:
     assert "Library/share/cmake/Torch/TorchConfig.cmake" in libtorch
     assert "etc/conda/activate.d/libtorch_cuda_arch_list.bat" in libtorch
     assert not [f for f in libtorch if "linalg" in f]  # MAGMA and the linalg code are in torch_cuda.dll
-    pytorch = files_of(windows_cuda, "pytorch-py3.11")
-    site = "lib/python3.11/site-packages"  # the rehearsal's venv; Lib\site-packages on Windows
+    pytorch = files_of(windows_cuda, PYTORCH_NEXT)
+    site = f"lib/python{NEXT_PYTHON}/site-packages"  # the rehearsal's venv; Lib\site-packages on Windows
     assert {"Library/bin/torch_python.dll", f"{site}/torch/lib/torch_python.lib"} <= set(pytorch)
     assert f"{site}/torch/_C.cp311-win_amd64.pyd" in pytorch
     assert not [f for f in pytorch if f.endswith((".so", ".dylib")) or "/lib/lib" in f]
@@ -86,14 +88,14 @@ def test_torch_c_finds_torch_python_in_library_bin_as_windows_loader_does(window
     stand-in's binary stands for. Read with the ELF rule (its RUNPATH), it would be found nowhere: the
     rehearsal's verdict before report.stand_in_reader."""
     packages = {r.step.label: r for r in windows_cuda.results if r.package_dir is not None}
-    specs = [report.package_spec_of(packages[label], "win-64") for label in ("libtorch", "pytorch-py3.11")]
+    specs = [report.package_spec_of(packages[label], "win-64") for label in ("libtorch", PYTORCH_NEXT)]
 
     def check(reader: linkage.BinaryReader) -> list[str]:
         found = linkage.LinkageCheck(specs, "linux", reader=reader, machine_runtime=report.MACHINE_RUNTIME)
         return found.run(checked=["pytorch"]).errors
 
     assert check(report.stand_in_reader(windows_cuda.target)) == []
-    site = "lib/python3.11/site-packages"
+    site = f"lib/python{NEXT_PYTHON}/site-packages"
     assert check(linkage.read_binary) == [
         f"pytorch:{site}/torch/_C.cp311-win_amd64.pyd need(s) torch_python.dll: no package provides it "
         "(expected from a run requirement of pytorch)"
@@ -105,7 +107,7 @@ def test_a_host_python_without_its_import_library_stops_the_pass(
 ) -> None:
     """Bad input: the host's python lacks libs/python3XY.lib. One line names it and the fix, the step fails,
     and nothing is staged (runs last: it adds a failed step to the rehearsal's results)."""
-    step = next(s for s in windows_cuda.steps if s.label == "pytorch-py3.11")
+    step = next(s for s in windows_cuda.steps if s.label == PYTORCH_NEXT)
     real = targets.make_windows_python_layout
 
     def without_import_library(prefix: Path, minor: str) -> None:

@@ -1,8 +1,10 @@
 """solve-check: the real solver (py-rattler) over the recipe's real rendering; every expectation can fail.
 
 The channel is built once per module from every .ci_support configuration (about 12 s of CPU). The full
-check must come out as solve_requests.yaml expects; then each deliberately wrong channel record below must
-turn the verdict of the row it concerns red, which shows that row's expectation is really checked.
+check must come out as the rules of expectations.py give it from the recipe's packages; then each
+deliberately wrong channel record below must turn the verdict of the row it concerns red, which shows that
+row's expectation is really checked. No architecture, Python or count of the recipe is written here: each is
+read from the recipe's packages (``facts``).
 """
 
 from __future__ import annotations
@@ -10,20 +12,34 @@ from __future__ import annotations
 import copy
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
 from feedstock_tools.__main__ import main
+from feedstock_tools.common.configuration import read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.proofs.solve import solve_check
+from feedstock_tools.proofs.solve import expectations, solve_check
 from feedstock_tools.proofs.solve.solve_channel import METADATA_FILE, Channel, Record, build_channel
-from feedstock_tools.proofs.solve.solve_check import Outcome, Row, load_requests, solve_all, verdict
+from feedstock_tools.proofs.solve.solve_check import (
+    Machine,
+    Outcome,
+    Request,
+    Row,
+    load_requests,
+    read_table,
+    recipe_facts,
+    solve_all,
+    verdict,
+)
 
 PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
-MACHINES, REQUESTS = load_requests()
+# the Pythons a linux-64 configuration builds, oldest first (read from it, never written here)
+(LINUX_64_CONFIG,) = (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_versionNone*.yaml")
+NEWEST_PYTHON = sorted((p.version for p in read_configuration(LINUX_64_CONFIG).pythons), key=version_key)[-1]
 
 
 @pytest.fixture(scope="module")
@@ -32,29 +48,65 @@ def channel() -> Channel:
     return build_channel(REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None)
 
 
-def solve_row(channel: Channel, scratch: Path, request: str, machine: str) -> Row:
-    (wanted_request,) = [r for r in REQUESTS if r.name == request]
-    (wanted_machine,) = [m for m in MACHINES if m.name == machine]
-    (row,) = solve_all(channel, scratch, [wanted_machine], [wanted_request])
+@dataclass(frozen=True)
+class Table:
+    facts: expectations.Facts
+    machines: list[Machine]
+    requests: list[Request]
+
+
+@pytest.fixture(scope="module")
+def table(channel: Channel) -> Table:
+    facts = recipe_facts(channel, REPO_ROOT / "recipe")
+    return Table(facts, *load_requests(facts))
+
+
+def solve_row(channel: Channel, scratch: Path, request: str, machine: str, facts: expectations.Facts) -> Row:
+    machines, requests = load_requests(facts)
+    (wanted_request,) = [r for r in requests if r.name == request]
+    (wanted_machine,) = [m for m in machines if m.name == machine]
+    (row,) = solve_all(channel, scratch, [wanted_machine], [wanted_request], facts)
     return row
 
 
-def test_every_request_on_every_machine_is_as_expected(channel: Channel, tmp_path: Path) -> None:
-    rows = solve_all(channel, tmp_path, MACHINES, REQUESTS)
+def newest_cuda(facts: expectations.Facts, subdir: str) -> expectations.Build:
+    """The subdir's sbsa/x86 CUDA build of the newest CUDA (the highest bound among its BLAS variants)."""
+    return max(
+        (b for b in facts.builds if b.subdir == subdir and b.cuda and b.arm != "tegra"),
+        key=lambda b: b.number,
+    )
+
+
+def below_newest(facts: expectations.Facts, machine: str) -> str:
+    """``<machine> arch<X>``: the arch machine just below the bound of its subdir's newest CUDA build."""
+    subdir = machine.split(maxsplit=1)[0]
+    bound = ".".join(map(str, newest_cuda(facts, subdir).arch or ()))
+    return f"{machine} arch{expectations.below(bound, facts.architectures)}"
+
+
+def test_every_request_on_every_machine_is_as_expected(
+    table: Table, channel: Channel, tmp_path: Path
+) -> None:
+    rows = solve_all(channel, tmp_path, table.machines, table.requests, table.facts)
     wrong = [f"{r.request.name} on {r.machine.name}: {r.judged()[1]}" for r in rows if not r.judged()[0]]
     assert not wrong, wrong
-    assert len(rows) == len(MACHINES) * len(REQUESTS) >= 9 * 8
-    # the issue's promise, read off the solver's picks: a 13.0 driver gets cuda130 for all three
+    everywhere = [r for r in table.requests if r.machines is None]
+    hosts = [r for r in table.requests if r.machines is not None]
+    assert len(rows) == len(everywhere) * len(table.machines) + len(hosts)
+    assert len(hosts) == len(table.facts.cuda_configurations())
+    # the issue's promise, read off the solver's picks: the newest driver gets the newest CUDA for all three
+    newest = newest_cuda(table.facts, "linux-64")
+    machine = f"linux-64 cuda{'.'.join(map(str, newest.cuda or ()))}"
     for request in ("pytorch", "pytorch-gpu", "libtorch"):
-        (row,) = [r for r in rows if r.request.name == request and r.machine.name == "linux-64 cuda13.0"]
-        assert row.outcome.words()["flavour"] == "cuda130"
+        (row,) = [r for r in rows if r.request.name == request and r.machine.name == machine]
+        assert row.outcome.words()["flavour"] == newest.flavour
 
 
-def test_the_table_covers_the_issues_machines_and_requests() -> None:
-    subdirs = {m.subdir for m in MACHINES}
+def test_the_table_covers_the_issues_machines_and_requests(table: Table) -> None:
+    subdirs = {m.subdir for m in table.machines}
     assert {"linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64"} <= subdirs
-    assert {m.name for m in MACHINES} >= {"linux-64", "linux-64 cuda12.9", "linux-64 cuda13.0"}
-    specs = {" ".join(r.specs) for r in REQUESTS}
+    assert {m.name for m in table.machines} >= {"linux-64", "linux-64 cuda12.9", "linux-64 cuda13.0"}
+    specs = {" ".join(r.specs) for r in table.requests}
     assert {
         "pytorch",
         "pytorch-cpu",
@@ -63,6 +115,26 @@ def test_the_table_covers_the_issues_machines_and_requests() -> None:
         "pytorch nomkl",
         "libtorch",
     } <= specs
+    # a request per Python the recipe builds, none for another
+    assert {r.name for r in table.requests if r.name.startswith("pytorch python=")} == {
+        f"pytorch python={python}" for python in table.facts.pythons
+    }
+
+
+def test_a_machine_at_every_cuda_arch_bound_and_just_below(table: Table) -> None:
+    """Item 5: every __cuda_arch bound the recipe's CUDA builds set (sbsa and tegra included) has a machine
+    of its subdir and arm variant at it and, where the recipe names an older architecture, one just below."""
+    at = set()
+    for machine in table.machines:
+        facts = expectations.MachineFacts.of(machine.subdir, machine.virtual, machine.installed)
+        if facts.arch and facts.driver:
+            at.add((machine.subdir, facts.arm, ".".join(map(str, facts.arch))))
+    bounds = {(b.subdir, b.arm, ".".join(map(str, b.arch))) for b in table.facts.builds if b.arch}
+    assert {arm for _, arm, _ in bounds} >= {"sbsa", "tegra", None}
+    for subdir, arm, bound in bounds:
+        assert (subdir, arm, bound) in at, (subdir, arm, bound)
+        older = expectations.below(bound, table.facts.architectures)
+        assert older is None or (subdir, arm, older) in at, (subdir, arm, older)
 
 
 # ---- each expectation can fail: a deliberately wrong record turns its row red ------------------------------
@@ -127,6 +199,8 @@ def no_cpu_gpu_exclusion(channel: Channel) -> Channel:
 
 
 Wrong = Callable[[Channel], Channel]
+# a machine named so is the arch machine just below its subdir's newest CUDA bound (below_newest)
+BELOW = "below the newest bound: "
 # case -> (the wrong channel, request, machine, what the verdict must then say)
 WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
     # the issue's finding: both CUDA builds at one build number, the tie-break hands 13.0 drivers 12.9
@@ -160,7 +234,8 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
     ),
     "a cuDSS below 0.8 missing for CUDA 13.0": (
         lambda ch: change(ch, named("libcudss-dev", "cuda13"), lambda r: r.update(version="0.8.0")),
-        "host of a CUDA 13.0 build, libcudss-dev <0.8", "linux-aarch64 cuda13.0", "found none",
+        "host of the linux-aarch64 CUDA 13.0 sbsa build, libcudss-dev <0.8", "linux-aarch64 cuda13.0",
+        "found none",
     ),
     "nomagma linalg depends on libmagma": (
         lambda ch: change(ch, named("libtorch-cuda-linalg", "nomagma"), with_libmagma),
@@ -186,9 +261,10 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
         lambda ch: change(ch, lambda r: "_mkl_" in r["build"], drop("libblas * *mkl")),
         "pytorch", "linux-64", "two BLAS libraries",
     ),
-    "no Python 3.14 build": (
-        lambda ch: change(ch, named("pytorch", "py314"), lambda r: r.update(depends=["python <0a0"])),
-        "pytorch python=3.14", "linux-64", "found none",
+    "no build for the newest Python": (
+        lambda ch: change(ch, named("pytorch", f"py{NEWEST_PYTHON.replace('.', '')}"),
+                          lambda r: r.update(depends=["python <0a0"])),
+        f"pytorch python={NEWEST_PYTHON}", "linux-64", "found none",
     ),
     # Windows links MAGMA into torch_cuda: libtorch itself must bring libmagma
     "a Windows CUDA libtorch without libmagma": (
@@ -202,7 +278,7 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
     # CEP 46's __cuda_arch: without the CUDA 13.0 builds' bound a Pascal GPU gets code it cannot run
     "CUDA 13.0 builds without their __cuda_arch bound": (
         lambda ch: change(ch, builds("cuda130"), drop("__cuda_arch", "constrains")),
-        "pytorch-gpu", "linux-64 cuda13.0 pascal6.1", "flavour cuda130",
+        "pytorch-gpu", BELOW + "linux-64 cuda13.0", "flavour cuda130",
     ),
     # ... and without any bound a GPU no build supports gets a CUDA build, not "no solution"
     "no CUDA build bounds __cuda_arch": (
@@ -212,7 +288,7 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
     "the Windows CUDA 13.0 build without its __cuda_arch bound": (
         lambda ch: change(ch, lambda r: r["subdir"] == "win-64" and r["build"].startswith("cuda130"),
                           drop("__cuda_arch", "constrains")),
-        "pytorch-gpu", "win-64 cuda13.0 pascal6.1", "flavour cuda130",
+        "pytorch-gpu", BELOW + "win-64 cuda13.0", "flavour cuda130",
     ),
     "libtorch needs Python": (
         lambda ch: change(ch, named("libtorch", "cpu"), needs("python")),
@@ -222,10 +298,15 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
 
 
 @pytest.mark.parametrize("case", list(WRONG_RECORDS))
-def test_a_wrong_record_turns_its_verdict_red(channel: Channel, tmp_path: Path, case: str) -> None:
+def test_a_wrong_record_turns_its_verdict_red(
+    table: Table, channel: Channel, tmp_path: Path, case: str
+) -> None:
     make_wrong, request, machine, mismatch = WRONG_RECORDS[case]
-    assert solve_row(channel, tmp_path / "right", request, machine).judged() == (True, "")
-    ok, why = solve_row(make_wrong(channel), tmp_path / "wrong", request, machine).judged()
+    if machine.startswith(BELOW):
+        machine = below_newest(table.facts, machine.removeprefix(BELOW))
+    facts = table.facts  # the expectations of the recipe's real packages, whatever the wrong channel says
+    assert solve_row(channel, tmp_path / "right", request, machine, facts).judged() == (True, "")
+    ok, why = solve_row(make_wrong(channel), tmp_path / "wrong", request, machine, facts).judged()
     assert not ok
     assert mismatch in why
 
@@ -265,15 +346,28 @@ def test_an_unknown_expectation_word_is_one_line_naming_the_words() -> None:
         solve_check.word_kind("cuda-ish")
 
 
-def test_a_request_without_every_machine_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("requests", "message"),
+    [
+        (
+            "  - {name: pytorch, specs: [pytorch], rule: torch}\n"
+            "  - {name: pytorch, specs: [pytorch], rule: cpu}\n",
+            "two requests named 'pytorch'; give each request its own name",
+        ),
+        (
+            "  - {name: pytorch, specs: [pytorch], rule: best}\n",
+            "has rule 'best'; use one of torch, cpu, gpu",
+        ),
+        ("  - {name: pytorch, specs: [pytorch]}\n", "KeyError 'rule'"),
+    ],
+)
+def test_a_malformed_request_is_one_line_naming_the_file(tmp_path: Path, requests: str, message: str) -> None:
     table = tmp_path / "requests.yaml"
-    table.write_text(
-        "machines:\n  - {name: a, subdir: linux-64, virtual: []}\n"
-        "  - {name: b, subdir: osx-64, virtual: []}\n"
-        "requests:\n  - {name: pytorch, specs: [pytorch], expect: {a: cpu mkl}}\n"
-    )
-    with pytest.raises(ToolError, match=r"no expectation for \['b'\]; give every machine"):
-        load_requests(table)
+    table.write_text("machines:\n  - {name: a, subdir: linux-64, virtual: []}\nrequests:\n" + requests)
+    with pytest.raises(ToolError) as raised:
+        read_table(table)
+    assert str(raised.value).startswith(f"{table}: " if "KeyError" not in message else f"cannot read {table}")
+    assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_a_malformed_configuration_is_one_line_naming_the_fix(
@@ -339,18 +433,27 @@ def without_linalg_cross_python_ignore(tmp_path: Path) -> Path:
     return recipe
 
 
-@pytest.mark.parametrize("python", ["3.11", "3.14"])
+# the Pythons above the floor the aarch64 configurations build (pass 1's is the floor): the next one and the
+# newest, read from the configuration
+(AARCH64_CUDA_CONFIG,) = (REPO_ROOT / ".ci_support").glob(
+    "linux_aarch64_*sbsa*cuda_compiler_version13.0*.yaml"
+)
+ABOVE_THE_FLOOR = [p.version for p in read_configuration(AARCH64_CUDA_CONFIG).pythons][1:]
+
+
+@pytest.mark.parametrize("python", [ABOVE_THE_FLOOR[0], ABOVE_THE_FLOOR[-1]])
 def test_without_the_cross_python_fix_aarch64_cuda_has_no_build_for_newer_pythons(
-    tmp_path: Path, python: str
+    table: Table, tmp_path: Path, python: str
 ) -> None:
     request, machine = f"pytorch python={python}", "linux-aarch64 cuda13.0"
     fixed = aarch64_cuda_channel(REPO_ROOT / "recipe", tmp_path / "fixed")
-    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine).judged() == (True, "")
+    facts = recipe_facts(fixed, REPO_ROOT / "recipe")  # this configuration alone
+    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine, facts).judged() == (True, "")
     broken = aarch64_cuda_channel(without_linalg_cross_python_ignore(tmp_path), tmp_path / "broken")
     linalg = [r for r in broken.all_records() if r["name"] == "libtorch-cuda-linalg"]
     pass1_python = [s for s in linalg[0]["depends"] if s.startswith("python ")]
     assert pass1_python and all(r["depends"].count(pass1_python[0]) == 1 for r in linalg)
-    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine).judged()
+    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine, facts).judged()
     assert not ok
     assert why == "expected a solution, the solver found none"  # this configuration alone: no CPU fallback
 
@@ -363,7 +466,9 @@ def test_without_cross_python_in_the_metadata_the_broken_recipe_passes_unseen(tm
     broken = aarch64_cuda_channel(
         without_linalg_cross_python_ignore(tmp_path), tmp_path, metadata_path=tmp_path / "metadata.yaml"
     )
-    row = solve_row(broken, tmp_path / "solve", "pytorch python=3.12", "linux-aarch64 cuda13.0")
+    facts = recipe_facts(broken, REPO_ROOT / "recipe")
+    request = f"pytorch python={ABOVE_THE_FLOOR[0]}"
+    row = solve_row(broken, tmp_path / "solve", request, "linux-aarch64 cuda13.0", facts)
     assert row.judged() == (True, "")
 
 
@@ -424,12 +529,17 @@ def linux_64_cuda_channel(recipe: Path, tmp_path: Path) -> Channel:
     return build_channel(REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None)
 
 
-def test_without_the_recipes_cuda_arch_bound_a_pascal_gpu_gets_the_cuda_13_build(tmp_path: Path) -> None:
-    """The issue's row: Pascal (6.1) on a CUDA 13 driver gets CUDA 12.9, because the recipe says so."""
-    request, machine = "pytorch-gpu", "linux-64 cuda13.0 pascal6.1"
+def test_without_the_recipes_cuda_arch_bound_an_older_gpu_gets_the_newest_cuda_build(
+    table: Table, tmp_path: Path
+) -> None:
+    """The issue's row: a GPU older than the newest CUDA build's oldest architecture, on that CUDA's driver,
+    gets the older CUDA build because the recipe's bound says so; without it, the newest."""
+    request, machine = "pytorch-gpu", below_newest(table.facts, "linux-64 cuda13.0")
     fixed = linux_64_cuda_channel(REPO_ROOT / "recipe", tmp_path / "fixed")
-    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine).judged() == (True, "")
+    facts = recipe_facts(fixed, REPO_ROOT / "recipe")
+    assert solve_row(fixed, tmp_path / "fixed-solve", request, machine, facts).judged() == (True, "")
+    older = solve_row(fixed, tmp_path / "fixed-solve", request, machine, facts).outcome.words()["flavour"]
     broken = linux_64_cuda_channel(without_cuda_arch_constraint(tmp_path), tmp_path / "broken")
-    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine).judged()
+    ok, why = solve_row(broken, tmp_path / "broken-solve", request, machine, facts).judged()
     assert not ok
-    assert "flavour cuda130 (expected cuda129)" in why
+    assert f"flavour {newest_cuda(facts, 'linux-64').flavour} (expected {older})" in why
