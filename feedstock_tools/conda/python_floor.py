@@ -4,8 +4,8 @@ pytorch output's ``skip: true  # [py<NNN]``, which keeps the per-Python builds f
 conda-forge's pinning builds every Python of its ``python`` list; ``python_min`` alone moves only pass 1's
 Python, so a floor above the pinning's oldest Python needs the output-level skip too (a ``py`` selector at the
 top level would split CI jobs per Python: docs/reference/architecture.md). The skip is text of meta.yaml,
-found and written here by one pattern (the bump and ``python-floor`` write it; ``check`` reports a skip that is not
-``python_min``'s).
+found and written here by one pattern (the bump and ``python-floor`` write it; ``check`` reports a skip
+that is not ``python_min``'s).
 """
 
 from __future__ import annotations
