@@ -55,11 +55,9 @@ sys.path.insert(0, str(ROOT))
 from feedstock_tools.common import closed_pipe, config_selector, interruption  # noqa: E402
 from feedstock_tools.common.configuration import Configuration, read_configuration  # noqa: E402
 from feedstock_tools.common.errors import ToolError  # noqa: E402
-from feedstock_tools.common.recipe_imports import import_megabuild  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
 from feedstock_tools.conda.recipe_files import check_first_pass, check_recipe  # noqa: E402
-
-atomic_file = import_megabuild("atomic_file")  # every file build-locally writes goes through it
+from megabuild import atomic_file  # noqa: E402  (every file build-locally writes goes through it)
 
 LOG_DIR = Path("build_artifacts") / "build-locally"
 LOG_ZIP = Path("build_artifacts") / "build-locally-logs.zip"

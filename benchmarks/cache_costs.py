@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "recipe")]
+sys.path.insert(0, str(ROOT))  # feedstock_tools puts recipe/ (the driver) on the path itself
 
 from feedstock_tools.common import cache_store  # noqa: E402
 from feedstock_tools.proofs.rehearsal import prefixes  # noqa: E402

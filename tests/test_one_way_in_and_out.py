@@ -1,6 +1,7 @@
 """Each fact comes in one way and goes out one way (issue 37): one reader of a ``.ci_support`` file (and one
 of a variant file with selectors), one parser of a Python spec, one reading of ``cuda_compiler_version``, one
-writer of files. A second one anywhere in the tools fails here, naming its file and line, in the manner of
+writer of files, one way into the build driver (a plain import). A second one anywhere in the tools fails
+here, naming its file and line, in the manner of
 tests/test_import_layers.py.
 
 The scan covers the tools: ``feedstock_tools/``, ``build-locally.py``, ``.scripts/``, ``benchmarks/`` and
@@ -90,8 +91,17 @@ RULES = (
             r"""|\bopen\([^)]*["'](?:w|x|r\+)b?["']|os\.fdopen\(|mkstemp\(|NamedTemporaryFile\("""
             r"""|os\.replace\(|json\.dump\("""
         ),
-        "write it with the driver's atomic_file (import_megabuild('atomic_file').write_text/write_bytes, "
+        "write it with the driver's atomic_file (from megabuild import atomic_file: write_text/write_bytes, "
         "or replacing() for a stream)",
+    ),
+    Rule(
+        "driver imports",
+        # the one import of the driver by a name held in data: anchor_parity.yaml's "function" rows
+        "feedstock_tools/maintainer/anchor_parity.py",
+        re.compile(
+            r"""\bimport_megabuild\(|import_module\(\s*f?["']megabuild|__import__\(\s*f?["']megabuild"""
+        ),
+        "import the build driver as a package, as the tests do: from megabuild import atomic_file",
     ),
 )
 
@@ -144,7 +154,8 @@ def enclosing_functions(path: Path) -> dict[int, str]:
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
 def test_one_way_each(rule: Rule) -> None:
-    """No second Python-spec parser, reading of cuda_compiler_version or writer of files."""
+    """No second Python-spec parser, reading of cuda_compiler_version, writer of files or way into the
+    build driver."""
     second = [
         f"{relative(path)}:{number}: {line.strip()}"
         for path in tool_files()
@@ -185,6 +196,7 @@ def test_the_scan_sees_a_second_one(rule: Rule, tmp_path: Path) -> None:
         "python specs": 'minor = python.split(".*")[0]',
         "cuda": 'cuda = config.get("cuda_compiler_version", ["None"])[0]',
         "writers": 'temporary.write_text(text, encoding="utf-8")',
+        "driver imports": 'temporary = import_megabuild("atomic_file")',
     }
     source = tmp_path / "second.py"
     function = "def f(config, python, temporary, text):"

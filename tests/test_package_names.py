@@ -53,8 +53,7 @@ def test_package_names_are_read_from_package_files() -> None:
     second = [hit for path in scanned_files() for hit in name_literals(path)]
     assert not second, (
         "a package name written again; read it from recipe/megabuild/package_files.py "
-        "(the driver: from megabuild.package_files import ...; the tools: "
-        "import_megabuild('package_files')):\n" + "\n".join(second)
+        "(from megabuild import package_files):\n" + "\n".join(second)
     )
 
 

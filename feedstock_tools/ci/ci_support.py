@@ -50,7 +50,7 @@ from feedstock_tools.ci.smithy_templates import (
 )
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import cuda_arch, recipe_v1, used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
@@ -71,6 +71,7 @@ from feedstock_tools.conda.variants import (
     variant_add,
 )
 from feedstock_tools.conda.yaml_load import safe_load
+from megabuild import atomic_file
 
 CI_SUPPORT = ".ci_support"
 
@@ -713,7 +714,7 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
         target = root / path
         if not target.is_file() or not _holds(target, text):
             target.parent.mkdir(parents=True, exist_ok=True)
-            import_megabuild("atomic_file").write_text(target, text)
+            atomic_file.write_text(target, text)
             changes.append(f"wrote {path}")
     for path in executable_paths():
         target = root / path

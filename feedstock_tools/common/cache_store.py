@@ -41,10 +41,7 @@ from pathlib import Path
 from typing import IO
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
-
-_atomic_file = import_megabuild("atomic_file")
-_child_process = import_megabuild("child_process")
+from megabuild import atomic_file, child_process
 
 # Bumped when the manifest's layout or the rules for a reusable entry change.
 STORE_FORMAT = "1"
@@ -206,7 +203,7 @@ class Manifest:
         }
         path = manifest_path(entry)
         path.parent.mkdir(exist_ok=True)
-        _atomic_file.write_text(path, json.dumps(data, sort_keys=True), durable=True)
+        atomic_file.write_text(path, json.dumps(data, sort_keys=True), durable=True)
 
     @classmethod
     def read(cls, entry: Path) -> Manifest | None:
@@ -382,7 +379,7 @@ class Making:
     def run(self, command: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> None:
         """``command`` to its end, its output appended to ``log``, in a process group of its own that holds
         the entry's lock; a failure raises :class:`subprocess.CalledProcessError`."""
-        status = _child_process.run_child(
+        status = child_process.run_child(
             [str(word) for word in command],
             self.staging.parent,  # the staging directory itself may not exist yet (uv venv makes it)
             os.environ if env is None else env,

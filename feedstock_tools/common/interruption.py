@@ -15,12 +15,11 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from feedstock_tools.common.recipe_imports import import_megabuild
+from megabuild import child_process, interrupt
 
-interrupt = import_megabuild("interrupt")
 Interrupted = interrupt.Interrupted
 install = interrupt.install
-run_child = import_megabuild("child_process").run_child
+run_child = child_process.run_child
 # A tool's child gets longer than the driver's build (interrupt.GRACE_SECONDS) to stop: the rehearsal's
 # build script is the driver, which first waits for its own build.
 GRACE_SECONDS = 2 * interrupt.GRACE_SECONDS

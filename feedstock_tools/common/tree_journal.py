@@ -37,10 +37,8 @@ from typing import BinaryIO
 
 from feedstock_tools.common import path_safety
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.common.run_lock import RunLock
-
-_atomic_file = import_megabuild("atomic_file")
+from megabuild import atomic_file
 
 FORMAT = 1
 SNAPSHOT = "snapshot.zip"
@@ -160,7 +158,7 @@ class Snapshot:
 def _put_back(path: Path, data: bytes, mode: int) -> None:
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_file.write_bytes(path, data)
+        atomic_file.write_bytes(path, data)
     if path.stat().st_mode & 0o7777 != mode:
         path.chmod(mode)
 
@@ -214,14 +212,14 @@ class Journal:
         self.lock.acquire()
         try:
             # the journal's directory, made with the lock, is on disk before the journal counts on it
-            _atomic_file.sync_directory(self.dir.parent)
+            atomic_file.sync_directory(self.dir.parent)
             self._remove_incomplete()
             if self.snapshot.exists():
                 raise ToolError(
                     f"{self.snapshot}: the journal of an earlier run that was stopped is still there: run "
                     "check (or the bump) once to put the tree back from it"
                 )
-            with _atomic_file.replacing(self.snapshot, durable=True) as handle:
+            with atomic_file.replacing(self.snapshot, durable=True) as handle:
                 snapshot.write_zip(handle, what)
         except BaseException:
             self.lock.release()
@@ -229,7 +227,7 @@ class Journal:
 
     def finish(self) -> None:
         """The run did all it does: recorded, then the journal is removed."""
-        _atomic_file.write_text(self.finished, "the run finished; the tree is as it left it\n", durable=True)
+        atomic_file.write_text(self.finished, "the run finished; the tree is as it left it\n", durable=True)
         self.drop()
 
     def drop(self) -> None:

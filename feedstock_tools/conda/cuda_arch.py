@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.conda import meta_jinja
 
 NAME = "cuda_arch_list"
@@ -51,8 +50,8 @@ def arch_key(arch: str) -> tuple[int, int]:
 
 def problem(value: str) -> str | None:
     """Why the driver would refuse ``value`` as a CUDA build's list (None: it builds with it)."""
-    cuda_targets = import_megabuild("cuda_targets")
-    errors = import_megabuild("errors")
+    from megabuild import cuda_targets, errors
+
     try:
         cuda_targets.cuda_arch_list({cuda_targets.ARCH_LIST_VARIABLE: value})
     except errors.MegabuildError as exc:

@@ -34,7 +34,7 @@ from pathlib import Path
 from jinja2 import nodes
 
 from feedstock_tools.common.errors import InputError, ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import jinja_expr
 from feedstock_tools.conda.meta_jinja import Evaluator, evaluate
 from feedstock_tools.conda.recipe_tree import Comment, Emitter, Entry, Node, joined, merge, parse
@@ -578,7 +578,8 @@ def stale(root: Path) -> list[str]:
 
 def write(root: Path) -> list[str]:
     """Write recipe-v1/'s files (atomically, each); returns what changed."""
-    atomic_file = import_megabuild("atomic_file")
+    from megabuild import atomic_file
+
     changes = []
     for path, text in expected_files(root).items():
         target = root / path

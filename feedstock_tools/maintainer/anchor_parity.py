@@ -17,6 +17,7 @@ changes (triton's series) is read from the recipe, never restated in the table. 
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 from collections import Counter
@@ -31,18 +32,18 @@ import yaml
 from feedstock_tools.ci.forge_config import read_forge_settings
 from feedstock_tools.common.configuration import NO_CUDA, Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda.recipe_render import RenderedOutput, render_recipe
 from feedstock_tools.conda.script_env import script_environment
 from feedstock_tools.conda.yaml_load import safe_load
+from megabuild import atomic_file, package_files
+from megabuild import errors as megabuild_errors
 
 TABLE_FILE = Path(__file__).with_name("anchor_parity.yaml")
 RECIPE = "recipe"  # ours_from: the row's value is the recipe's
 TABLE_NAME = "feedstock_tools/maintainer/anchor_parity.yaml"  # relative to a feedstock root
 DOC_NAME = "docs/reference/anchor-parity.md"
 DOC_FILE = REPO_ROOT / DOC_NAME
-_atomic_file = import_megabuild("atomic_file")
-_package_files = import_megabuild("package_files")
 DECISIONS = ("same", "different", "not needed", "fixed now")
 CHECKS = ("env", "cmake_arg", "flag", "max_jobs", "requirement", "ignore_from", "runner", "function", "none")
 
@@ -167,7 +168,7 @@ def conda_environ(
     target = config.target_platform
     windows = target.startswith("win-")
     env = {
-        "PKG_NAME": _package_files.TOP_LEVEL,
+        "PKG_NAME": package_files.TOP_LEVEL,
         "PKG_VERSION": _recipe_version(root),
         "PREFIX": "C:\\p" if windows else "/p",
         "BUILD_PREFIX": "C:\\b" if windows else "/b",
@@ -212,9 +213,8 @@ class Actual:
 
 
 def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROOT) -> Actual:
-    environment = import_megabuild("environment")
-    conda_env = import_megabuild("conda_env")
-    windows = import_megabuild("windows")
+    from megabuild import conda_env, environment, windows
+
     path = config_path(family, ci_support)
     config = _configuration(path)
     target = config.target_platform
@@ -226,7 +226,7 @@ def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROO
     build = conda_env.CondaBuild.from_environ(caller)
     try:
         env, _ = environment.upstream_environment(build, caller)
-    except import_megabuild("errors").MegabuildError as exc:
+    except megabuild_errors.MegabuildError as exc:
         raise DriverRefusal(
             f"{TABLE_NAME}: not computed for family {family.name} ({path.name}): the build driver refuses "
             f"its environment: {exc}"
@@ -290,7 +290,7 @@ _VALUE = {
     "ignore_from": _names_in,
     "runner": lambda check, found: found.runner,
     "function": lambda check, found: callable(
-        getattr(import_megabuild(check["module"]), check["name"], None)
+        getattr(importlib.import_module(f"megabuild.{check['module']}"), check["name"], None)
     ),
 }
 
@@ -476,7 +476,7 @@ def refresh(root: Path) -> tuple[list[Problem], str]:
     if document.is_file():
         text = render_markdown(table, root, found)
         if document.read_text(encoding="utf-8") != text:
-            _atomic_file.write_text(document, text)
+            atomic_file.write_text(document, text)
             written = DOC_NAME
     return disagreement_problems(table, found) + contradictions(table, found), written
 
@@ -587,6 +587,6 @@ def run(args: argparse.Namespace) -> int:
     counts = summary(table)
     print(f"{len(table.rows)} settings: " + ", ".join(f"{counts[d]} {d}" for d in DECISIONS), file=sys.stderr)
     if args.write:
-        _atomic_file.write_text(root / DOC_NAME, render_markdown(table, root, found))
+        atomic_file.write_text(root / DOC_NAME, render_markdown(table, root, found))
         print(f"wrote {DOC_NAME}", file=sys.stderr)
     return 1 if lines else 0

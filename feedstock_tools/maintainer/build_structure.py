@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.ninja_files import BuildStatement, parse_build_ninja
 
 # CMake's Ninja generator names link rules <LANG>_<KIND>_LINKER__<target>_<config>.
@@ -113,7 +112,8 @@ def _compiled_objects(build_dir: Path, notes: list[str]) -> set[str] | None:
 def read_build_structure(build_dir: Path) -> BuildStructure:
     _require_build_dir(build_dir)
     notes: list[str] = []
-    cmake_cache = import_megabuild("cmake_cache")
+    from megabuild import cmake_cache
+
     try:
         cache = cmake_cache.CMakeCache.load(build_dir / "CMakeCache.txt")
     except cmake_cache.CMakeCacheError as exc:
@@ -150,7 +150,8 @@ def read_build_structure(build_dir: Path) -> BuildStructure:
 
 def _durations(build_dir: Path, notes: list[str]) -> dict[str, float]:
     """Output -> seconds its latest recorded command took, from ``.ninja_log`` (megabuild's reader)."""
-    ninja_log = import_megabuild("ninja_log")
+    from megabuild import ninja_log
+
     if not (build_dir / ".ninja_log").is_file():
         notes.append("no .ninja_log (the directory is configured but not built): compile times are empty")
         return {}

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 
 # Entries that always differ between two build directories and say nothing about the configuration.
 LOCATION_KEYS = ("CMAKE_CACHEFILE_DIR", "*_BINARY_DIR", "CMAKE_FIND_PACKAGE_REDIRECTS_DIR")
@@ -30,7 +29,8 @@ def _cache_path(path: Path) -> Path:
 
 
 def load_cache(path: Path) -> Any:
-    cmake_cache = import_megabuild("cmake_cache")
+    from megabuild import cmake_cache
+
     try:
         return cmake_cache.CMakeCache.load(_cache_path(path))
     except cmake_cache.CMakeCacheError as exc:

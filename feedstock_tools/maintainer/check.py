@@ -49,7 +49,7 @@ from feedstock_tools.common.configuration import (
     version_key,
 )
 from feedstock_tools.common.errors import InputError, ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import cuda_arch, recipe_v1
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.python_floor import skip_line
@@ -58,11 +58,11 @@ from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, 
 from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.maintainer import anchor_parity, patch_list, render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
+from megabuild import package_files
 
 # Build-number offsets of the recipe issue: the solver prefers CUDA, then MKL, then the MAGMA linalg.
 CUDA_OFFSET, MKL_OFFSET, MAGMA_OFFSET = 200, 100, 50
-_package_files = import_megabuild("package_files")
-LIBTORCH, LINALG, PYTORCH = _package_files.PACKAGES
+LIBTORCH, LINALG, PYTORCH = package_files.PACKAGES
 PATCH_SUFFIXES = (".patch", ".diff")
 PYTHON_FLOOR_COMMAND = "python -m feedstock_tools python-floor"
 # The paragraphs a patch's commit message must start (docs/reference/patches.md says what each holds).
@@ -299,7 +299,7 @@ def drift_finding(line: str) -> Finding:
 
 
 def check_staging(scripted_outputs: set[str]) -> list[Finding]:
-    staged = set(_package_files.PACKAGES)
+    staged = set(package_files.PACKAGES)
     findings = [
         Finding(
             "staging", "recipe/megabuild/package_files.py", f"stages files for {name}, which no output builds"

@@ -19,7 +19,7 @@ from typing import Any
 from feedstock_tools.common import inputs
 from feedstock_tools.common.configuration import CUDA_KEY, NO_CUDA, cuda_versions
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS
@@ -39,6 +39,7 @@ from feedstock_tools.maintainer.upstream_versions import (
     tree_requirement,
 )
 from feedstock_tools.maintainer.version_compare import values_agree
+from megabuild import atomic_file
 
 DEFAULT_RECIPE = REPO_ROOT / "recipe"
 
@@ -469,7 +470,7 @@ def render_json(table: Table) -> str:
 
 def _write(path: Path, text: str) -> None:
     # the driver's atomic write: an interrupted run never leaves half a table, nor a temporary file, behind
-    import_megabuild("atomic_file").write_text(path, text)
+    atomic_file.write_text(path, text)
 
 
 def _check_inputs(args: argparse.Namespace) -> None:

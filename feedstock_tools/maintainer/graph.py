@@ -18,15 +18,13 @@ from pathlib import Path
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import component
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.build_structure import (
     OBJECT_LIBRARY,
     BuildStructure,
     Target,
     read_build_structure,
 )
-
-_atomic_file = import_megabuild("atomic_file")
+from megabuild import atomic_file
 
 IMAGE_FORMATS = ("svg", "png")
 NODE_SHAPES = {
@@ -198,7 +196,7 @@ def write_outputs(
     outputs: dict[str, str | bytes] = {f"{name}.dot": dot_text, f"{name}.txt": summary}
     with tempfile.TemporaryDirectory(dir=output_dir, prefix=".graph-") as scratch:
         # Graphviz reads and writes files: the images are drawn in a scratch directory first
-        dot_file = _atomic_file.write_text(Path(scratch) / f"{name}.dot", dot_text)
+        dot_file = atomic_file.write_text(Path(scratch) / f"{name}.dot", dot_text)
         for image in formats:
             drawn = Path(scratch) / f"{name}.{image}"
             result = subprocess.run(
@@ -216,9 +214,9 @@ def write_outputs(
     for file_name, content in sorted(outputs.items()):
         target = output_dir / file_name
         if isinstance(content, bytes):
-            written.append(_atomic_file.write_bytes(target, content))
+            written.append(atomic_file.write_bytes(target, content))
         else:
-            written.append(_atomic_file.write_text(target, content))
+            written.append(atomic_file.write_text(target, content))
     return written
 
 

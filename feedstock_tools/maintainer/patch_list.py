@@ -28,7 +28,7 @@ from pathlib import Path
 
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import recipe_v1
 from feedstock_tools.conda.recipe_render import render_recipe
 from feedstock_tools.maintainer import patch_evidence, patch_hunks
@@ -268,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
             raise ToolError(f"{len(found)} difference(s) in meta.yaml's patch list; run: {COMMAND}")
         print("meta.yaml lists every patch of recipe/patches/")
         return 0
-    atomic_file = import_megabuild("atomic_file")
+    from megabuild import atomic_file
+
     meta_text = meta.read_text(encoding="utf-8")
     new_text = listed_text(meta_text, recipe_dir)
     changes = []

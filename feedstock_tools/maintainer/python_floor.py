@@ -17,9 +17,10 @@ from pathlib import Path
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common.configuration import PythonVersion, version_key
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import python_floor
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
+from megabuild import atomic_file
 
 SUBDIR = "linux-64"  # python_min and the Python list are the same for every subdir of the pinning
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     changes = []
     if wanted != text:
-        import_megabuild("atomic_file").write_text(meta, wanted)
+        atomic_file.write_text(meta, wanted)
         changes.append(
             f"wrote recipe/meta.yaml: {python_floor.skip_line(floor) or 'no skip'} in the pytorch output"
         )

@@ -44,11 +44,9 @@ from pathlib import Path
 
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import RECIPE_DIR, import_megabuild
+from feedstock_tools.common.recipe_imports import RECIPE_DIR
 from feedstock_tools.proofs.wheels import wheel_layout
-
-_package_files = import_megabuild("package_files")
-_staging = import_megabuild("staging")
+from megabuild import package_files, staging
 
 EXIT_NO_GPU = 3
 LINALG_LIBRARY = "libtorch_cuda_linalg.so"
@@ -148,8 +146,8 @@ def unplaced_files(trees) -> list[Path]:
     """Files of the trees that no rule, or more than one, of the staging table places."""
     unplaced = []
     for tree, root in trees.roots().items():
-        for path in _staging.tree_files(tree, root):
-            claims = sum(_staging.rule_claims(rule, tree, path) for rule in _package_files.RULES)
+        for path in staging.tree_files(tree, root):
+            claims = sum(staging.rule_claims(rule, tree, path) for rule in package_files.RULES)
             if claims != 1:
                 unplaced.append(root / path)
     return unplaced
@@ -187,12 +185,12 @@ def link_pybind11_headers(pybind11_include: Path | None, include: Path) -> bool:
 
 def build_environments(trees, tag, interpreter: Interpreter, work: Path) -> dict[str, Path]:
     prefixes = wheel_layout.stage_into_prefixes(trees, tag, work)
-    if _package_files.LIBTORCH_CUDA_LINALG not in prefixes:
+    if package_files.LIBTORCH_CUDA_LINALG not in prefixes:
         raise ToolError(f"this torch has no {LINALG_LIBRARY}: gpu-check needs a CUDA build of torch")
     print(wheel_layout.format_table(wheel_layout.package_sizes(prefixes), wheel_layout.not_shipped(trees)))
     environments = {
         "env": prefixes,
-        "env-without-linalg": {k: v for k, v in prefixes.items() if k != _package_files.LIBTORCH_CUDA_LINALG},
+        "env-without-linalg": {k: v for k, v in prefixes.items() if k != package_files.LIBTORCH_CUDA_LINALG},
     }
     for name, packages in environments.items():
         print(f"merging {', '.join(packages)} into {work / name} ...", flush=True)

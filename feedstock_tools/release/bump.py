@@ -27,7 +27,7 @@ from pathlib import Path
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common import tree_journal
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.python_floor import python_floor_skip
 from feedstock_tools.maintainer import anchor_parity
@@ -49,12 +49,11 @@ from feedstock_tools.release import (
 )
 from feedstock_tools.release.release_metadata import Release, load_release, previous_release, python_floor
 from feedstock_tools.release.rows import CHANGED, PERSON, SAME, Row, format_table
+from megabuild import atomic_file  # the one writer: a unique temporary file, removed on error
 
 # conda's spelling of a release (X.Y.Z, or X.Y.Z.rcN for upstream's vX.Y.Z-rcN; meta.yaml's comment)
 VERSION = re.compile(r"^\d+\.\d+\.\d+(?:\.rc\d+)?$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
-# every file the bump writes goes through the one writer (a unique temporary file, removed on error)
-_atomic_file = import_megabuild("atomic_file")
 
 
 @dataclass
@@ -153,15 +152,15 @@ def patches(state: BumpState) -> None:
 
 
 def write_recipe(state: BumpState) -> None:
-    _atomic_file.write_text(state.root / recipe_edit.META, state.new_meta, newline="")
-    _atomic_file.write_text(state.root / recipe_edit.CONFIG, state.new_config, newline="")
+    atomic_file.write_text(state.root / recipe_edit.META, state.new_meta, newline="")
+    atomic_file.write_text(state.root / recipe_edit.CONFIG, state.new_config, newline="")
 
 
 def write_patch_evidence(state: BumpState) -> None:
     assert state.evidence is not None, "the patches stage runs before"
     path = patch_rows.evidence_path(state.root, state.version)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_file.write_text(path, state.evidence.text, newline="")
+    atomic_file.write_text(path, state.evidence.text, newline="")
     state.rows.append(
         Row(
             "patch",

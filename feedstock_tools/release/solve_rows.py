@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import re
 
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.version_compare import satisfies, version_key
 from feedstock_tools.proofs.solve import solve_channel, solve_check
 from feedstock_tools.release import recipe_edit
 from feedstock_tools.release.rows import PERSON, SAME, Row
+from megabuild import package_files
 
 METADATA = "feedstock_tools/proofs/solve/solve_metadata.yaml"
 # run requirements solve-check makes records of itself: the recipe's own packages and Python
-_package_files = import_megabuild("package_files")
-NEEDS_NO_RECORD = frozenset({"python", _package_files.LIBTORCH, _package_files.PYTORCH})
+NEEDS_NO_RECORD = frozenset({"python", package_files.LIBTORCH, package_files.PYTORCH})
 _RECORD_HOW = (
     "add a record of {line.name} at a real version {line.spec} admits to " + METADATA + "'s dependencies "
     "(name, subdirs, version, per_python for a compiled Python package, builds with the depends that "

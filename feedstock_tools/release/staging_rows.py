@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from typing import get_args
 
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.release.release_metadata import Release
 from feedstock_tools.release.rows import PERSON, SAME, Row, examples
 from feedstock_tools.release.wheel_source import WheelSource
-
-_package_files = import_megabuild("package_files")
-_staging = import_megabuild("staging")
+from megabuild import package_files, staging
 
 
 def tree_paths(member: str) -> list[tuple[str, str]]:
@@ -21,17 +18,15 @@ def tree_paths(member: str) -> list[tuple[str, str]]:
         return [("metadata", member)]
     places = [("setuptools", member)]
     parts = member.split("/")
-    if len(parts) > 2 and parts[0] == "torch" and parts[1] in _staging.INSTALL_TREE_DIRS:
+    if len(parts) > 2 and parts[0] == "torch" and parts[1] in staging.INSTALL_TREE_DIRS:
         places.append(("install", "/".join(parts[1:])))
     return places
 
 
 def claims(source: WheelSource, shlib_ext: str) -> tuple[dict[str, list[str]], list[str], list[str]]:
     """The staging table over a wheel's files: rule -> claimed paths, unclaimed paths, doubly claimed ones."""
-    rules = _package_files.rules_for(shlib_ext)
-    claiming = {
-        tree: _staging.rules_claiming(rules, tree, shlib_ext) for tree in get_args(_package_files.Tree)
-    }
+    rules = package_files.rules_for(shlib_ext)
+    claiming = {tree: staging.rules_claiming(rules, tree, shlib_ext) for tree in get_args(package_files.Tree)}
     claimed: dict[str, list[str]] = {}
     unclaimed, twice = [], []
     for listed in source.files():

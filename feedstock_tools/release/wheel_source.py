@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Protocol
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.patch_hunks import FileText
 from feedstock_tools.proofs.wheels import linkage
 from feedstock_tools.proofs.wheels.wheel_layout import (
@@ -39,12 +38,12 @@ from feedstock_tools.proofs.wheels.wheel_layout import (
     wheel_files,
     write_file_list,
 )
+from megabuild import atomic_file
 
 # The Python of the wheels the bump reads: one is enough (the C++ side is the same for every CPython), and
 # 3.12 is in every supported range so far. The fixtures in tests/data are cp312 wheels.
 PYTHON_TAG = "cp312"
 PYTHON_VERSION = "3.12"
-_atomic_file = import_megabuild("atomic_file")
 
 
 @dataclass(frozen=True)
@@ -261,7 +260,7 @@ def cut_fixtures(
         "written_by": "python -m feedstock_tools bump VERSION --cut-fixtures DIR --wheels WHEELS",
         "texts": texts,
     }
-    _atomic_file.write_bytes(
+    atomic_file.write_bytes(
         texts_path, gzip.compress(json.dumps(document, indent=0, sort_keys=True).encode(), mtime=0)
     )
     return [files_path, needs_path, texts_path]

@@ -1,5 +1,5 @@
 """Files a reader never sees half-written: the driver's state, report, cache edits and staging journal, and
-every file the maintainer tools write (they import this module through feedstock_tools.common.recipe_imports).
+every file the maintainer tools write (``from megabuild import atomic_file``).
 
 The content goes to a temporary file of a unique name beside the target (same directory, so the same file
 system), which then replaces the target in one rename. An error or a signal before the rename leaves the old

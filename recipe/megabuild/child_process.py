@@ -5,7 +5,7 @@ then travels on, so no build is left running, orphaned.
 
 Users: the driver's build commands (passes.py), build-locally.py's builds and rehearsals, the rehearsal's
 build scripts (feedstock_tools/proofs/rehearsal/harness.py) and the real builders
-(feedstock_tools/proofs/builders/build_watch.py); the tools import it through feedstock_tools' recipe_imports.
+(feedstock_tools/proofs/builders/build_watch.py); the tools import it as ``megabuild.child_process``.
 Standard library only: it ships inside the recipe.
 
 With a ``log``, the child writes into the file itself (never through a pipe of ours): what it printed last

@@ -8,7 +8,7 @@
   SIGKILL; only then does the exception travel on, so no build is left running, orphaned. (A Ctrl-C at a
   terminal reaches only the driver's group; the driver forwards it.) The one runner of such children, for
   the driver and the maintainer tools alike, is megabuild/child_process.py; the tools import both modules
-  through feedstock_tools' recipe_imports, so the discipline exists once.
+  (``from megabuild import interrupt``), so the discipline exists once.
 * :func:`no_interruption` defers signals over a step that must not be cut in half (moving a staged
   package into ``$PREFIX``); :func:`pending` tells whether one arrived.
 

@@ -134,7 +134,6 @@ def feedstock(tmp_path: Path) -> Feedstock:
         "common/errors.py",
         "common/inputs.py",
         "common/interruption.py",
-        "common/recipe_imports.py",
         "common/run_lock.py",
         "conda/__init__.py",
         "conda/recipe_files.py",

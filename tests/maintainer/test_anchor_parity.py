@@ -13,7 +13,7 @@ import pytest
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.maintainer import anchor_parity
 from feedstock_tools.maintainer.anchor_parity import (
     DOC_FILE,
@@ -53,7 +53,8 @@ def test_a_row_that_no_longer_matches_turns_red(table: Table) -> None:
 
 def test_a_driver_change_turns_its_rows_red(table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
     """The noexecstack fix removed from the driver: the table's linux rows disagree."""
-    environment = import_megabuild("environment")
+    from megabuild import environment
+
     monkeypatch.setattr(environment, "LINUX_LDFLAGS_ADDED", ())
     (row,) = [row for row in table.rows if row.setting == "-Wl,-z,noexecstack"]
     problems = disagreements(dataclasses.replace(table, rows=(row,)), CI_SUPPORT)

@@ -12,7 +12,6 @@ from bump_fixtures import copy_feedstock
 from recipe_matrix import RECIPE_VERSION as VERSION
 
 from feedstock_tools.__main__ import main
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.maintainer.check import (
     Finding,
     check_anchor_parity,
@@ -258,7 +257,8 @@ def test_a_patch_that_does_not_apply_fails_check_with_its_hunk_in_the_table(
 def test_a_driver_change_the_parity_table_does_not_say_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """The noexecstack flag gone from the driver: check names the anchor-parity row once, with the families
     it shows in and the file to edit (the same table `anchor-parity` checks)."""
-    environment = import_megabuild("environment")
+    from megabuild import environment
+
     monkeypatch.setattr(environment, "LINUX_LDFLAGS_ADDED", ())
     (finding,) = [f for f in check_anchor_parity(REPO) if "noexecstack" in f.where]
     assert finding.rule == "anchor-parity"

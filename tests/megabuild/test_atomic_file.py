@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
+from megabuild import atomic_file
 
-atomic_file = import_megabuild("atomic_file")
 PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 
 
@@ -45,8 +45,8 @@ def test_permission_bits_are_the_replaced_files_else_opens(tmp_path: Path) -> No
 WRITERS = {
     "deps": "from feedstock_tools.maintainer.deps import _write as write",
     "rehearsal target": (
-        "from feedstock_tools.proofs.rehearsal.target import _atomic_file\n"
-        "def write(path, text): _atomic_file.write_text(path, text)"
+        "from feedstock_tools.proofs.rehearsal.target import atomic_file\n"
+        "def write(path, text): atomic_file.write_text(path, text)"
     ),
 }
 RACER = """\

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from megabuild.child_process import LogTail, run_child
 
 REPO = Path(__file__).resolve().parents[2]

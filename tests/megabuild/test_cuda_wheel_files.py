@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, RULES
-from megabuild.staging import StagingError, UpstreamTrees, classify, files_by_package
 from wheel_fixtures import ci_config, write_skeleton_wheel
 
 from feedstock_tools.common.errors import ToolError
@@ -23,6 +21,8 @@ from feedstock_tools.proofs.wheels.wheel_layout import (
     read_file_list,
     run,
 )
+from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, RULES
+from megabuild.staging import StagingError, UpstreamTrees, classify, files_by_package
 
 REPO = Path(__file__).resolve().parents[2]
 CUDA_WHEEL_FILES = REPO / "tests" / "data" / "torch-2.13.0-cuda130-wheel-files.txt.gz"

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from megabuild.cmake_cache import CMakeCache
-from megabuild.staging import tree_files
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
 from feedstock_tools.common import user_cache
@@ -35,6 +33,8 @@ from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.run_lock import LockBusy
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_WORK_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import work_name
+from megabuild.cmake_cache import CMakeCache
+from megabuild.staging import tree_files
 
 if TYPE_CHECKING:
     from conftest import HostPython

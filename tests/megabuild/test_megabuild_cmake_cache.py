@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from megabuild.cmake_cache import CacheChange, CacheEntry, CMakeCache, CMakeCacheError
 
 needs_cmake = pytest.mark.skipif(

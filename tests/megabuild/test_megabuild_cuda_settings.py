@@ -6,11 +6,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from megabuild import activation
 from megabuild.conda_env import CondaBuild
 from megabuild.environment import size_and_speed_settings, upstream_environment
 from megabuild.errors import MegabuildError
-
 from tests.megabuild.test_megabuild_environment import conda_environ
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from megabuild.staging import tree_files
 from recipe_matrix import RECIPE_VERSION
+
+from megabuild.staging import tree_files
 
 if TYPE_CHECKING:
     from conftest import HostPython

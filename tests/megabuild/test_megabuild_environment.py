@@ -6,6 +6,8 @@ import shlex
 from pathlib import Path
 
 import pytest
+from recipe_matrix import RECIPE_VERSION
+
 from megabuild.conda_env import CondaBuild
 from megabuild.cuda_targets import ARCH_LIST_VARIABLE, cuda_arch_list
 from megabuild.environment import (
@@ -16,7 +18,6 @@ from megabuild.environment import (
     upstream_environment,
 )
 from megabuild.errors import MegabuildError
-from recipe_matrix import RECIPE_VERSION
 
 ARCH_LIST = "7.5;8.6;12.0+PTX"
 CONDA_SRC = "/usr/local/src/conda"  # where conda-forge's compiler flags map the work directory to

@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_megabuild_environment import conda_environ
+
 from megabuild.conda_env import CondaBuild
 from megabuild.cross import PROTOBUF_TARGETS, use_build_machine_protoc
 from megabuild.environment import CLANG_WARNING_FLAGS, settings, upstream_environment
-from test_megabuild_environment import conda_environ
 
 # conda-forge's clang activation (clang-compiler-activation-feedstock 9fc6346: recipe/build.sh FINAL_LDFLAGS
 # and FINAL_LDFLAGS_LD, recipe/activate-clang.sh LDFLAGS_USED/LDFLAGS_LD_USED), for PREFIX=/p.

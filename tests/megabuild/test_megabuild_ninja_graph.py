@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from cmake_builds import have_toolchain
+
 from megabuild import ninja_graph
 from megabuild.ninja_log import PassWork, target_of_linked
 from megabuild.passes import Options, PassFailed, _check_settled, _check_work

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from megabuild import report
 from megabuild.ninja_log import NinjaLogError, PassWork, is_linked, ran_between, read_log, target_of_object
 

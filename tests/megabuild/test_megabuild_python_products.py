@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from megabuild import ninja_deps, python_products
 from megabuild.ninja_log import read_log
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
 from megabuild.cmake_cache import CMakeCache
 from megabuild.ninja_log import PassWork, ran_between, read_log
 from megabuild.python_target import (

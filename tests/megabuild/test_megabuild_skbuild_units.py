@@ -8,12 +8,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from megabuild import passes, pep517, skbuild
-from megabuild.cmake_cache import CMakeCache
-from megabuild.errors import MegabuildError
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal import standins
+from megabuild import passes, pep517, skbuild
+from megabuild.cmake_cache import CMakeCache
+from megabuild.errors import MegabuildError
 
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11: what the 3.10 reader is held against
 STANDIN_PYPROJECTS = [path / "pyproject.toml" for path in standins.STANDINS.values()]

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from megabuild import staging
 from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, RULES
 from megabuild.staging import StagingError, UpstreamTrees, classify, files_by_package, matches, stage_package

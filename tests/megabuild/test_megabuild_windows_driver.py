@@ -18,13 +18,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from recipe_matrix import RECIPE_VERSION
+
 from megabuild import activation, windows
 from megabuild.cmake_cache import CMakeCache
 from megabuild.conda_env import CondaBuild
 from megabuild.environment import settings, upstream_environment
 from megabuild.errors import MegabuildError
 from megabuild.passes import _pass1_cache_problems
-from recipe_matrix import RECIPE_VERSION
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipe"
 WINE = shutil.which("wine") or shutil.which("wine64") or "/usr/lib/wine/wine64"

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from megabuild.cmake_cache import CMakeCache
 from megabuild.python_target import PythonFacts, RetargetError, facts_from_cache, retarget
 from megabuild.windows_python import old_spellings, retarget_windows

@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from megabuild.package_files import LIBRARY, LIBTORCH, NOT_SHIPPED, PYTORCH, WINDOWS_RULES
-from megabuild.staging import StagingError, UpstreamTrees, files_by_package, stage_package
 
 from feedstock_tools.proofs.wheels.wheel_layout import read_file_list
+from megabuild.package_files import LIBRARY, LIBTORCH, NOT_SHIPPED, PYTORCH, WINDOWS_RULES
+from megabuild.staging import StagingError, UpstreamTrees, files_by_package, stage_package
 
 FILE_LIST = Path(__file__).parents[1] / "data" / "torch-2.13.0-cp312-win_amd64-wheel-files.txt.gz"
 SETUPTOOLS_DIR = "lib.win-amd64-cpython-312"

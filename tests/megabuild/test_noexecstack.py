@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from megabuild.environment import LINUX_LDFLAGS_ADDED
 
 # x86-64 or aarch64 alike: a function that returns, and no .note.GNU-stack section

@@ -8,7 +8,7 @@ import re
 import pytest
 from recipe_matrix import CONFIGURATIONS, RECIPE, Configuration
 
-from feedstock_tools.common.recipe_imports import import_megabuild
+from megabuild import cuda_targets
 from tests.recipe.test_recipe_outputs import rendered
 
 configurations = pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda c: c.id)
@@ -86,7 +86,7 @@ def test_every_pass_gets_the_recipes_arch_list_and_the_gpu_code_outputs_bound_cu
     if not configuration.is_cuda:
         assert arch_list == "" and not any(bounds.values()) and not checks
         return
-    archs = import_megabuild("cuda_targets").cuda_arch_list({"MEGABUILD_CUDA_ARCH_LIST": arch_list})
+    archs = cuda_targets.cuda_arch_list({"MEGABUILD_CUDA_ARCH_LIST": arch_list})
     oldest = archs[0].removesuffix("+PTX")
     if configuration.cuda.startswith("13."):  # nvcc 13.0 compiles nothing below Turing (7.5)
         assert tuple(map(int, oldest.split("."))) >= (7, 5), arch_list

@@ -35,7 +35,7 @@ from run_once import made_once_per_run
 from feedstock_tools.__main__ import main
 from feedstock_tools.common import user_cache
 from feedstock_tools.common.configuration import read_configuration
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import python_floor, recipe_v1
 from feedstock_tools.maintainer import check, patch_hunks, render_v1
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
@@ -52,9 +52,7 @@ from feedstock_tools.release import (
 )
 from feedstock_tools.release.release_metadata import Release, dist_info_member, load_release, release_cuda
 from feedstock_tools.release.rows import PERSON, SAME
-
-_staging = import_megabuild("staging")
-_package_files = import_megabuild("package_files")
+from megabuild import package_files, staging
 
 
 @dataclass(frozen=True)
@@ -237,12 +235,12 @@ def test_staging_rows_name_every_file_no_rule_claims(bumped: BumpRun) -> None:
     person = {row[1].split(":")[0] for row in rows(bumped.table, "staging") if row[4] == PERSON}
     for subdir, source in bumped.release.wheels.items():
         shlib = staging_rows.shlib(subdir)
-        rules = _package_files.rules_for(shlib)
+        rules = package_files.rules_for(shlib)
         unclaimed = [
             f"{tree}:{path}"
             for listed in source.files()
             for tree, path in staging_rows.tree_paths(listed.path)
-            if not any(_staging.rule_claims(rule, tree, path, shlib) for rule in rules)
+            if not any(staging.rule_claims(rule, tree, path, shlib) for rule in rules)
         ]
         new_rows = [row for row in rows(bumped.table, "staging") if row[1] == f"{subdir}: new files"]
         if unclaimed:

@@ -29,11 +29,10 @@ STOPPED_BUMP = """\
 import sys
 from pathlib import Path
 from feedstock_tools.common import tree_journal
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.release import transaction
 
 root, where = Path(sys.argv[1]), sys.argv[2]
-atomic_file = import_megabuild("atomic_file")
+from megabuild import atomic_file
 
 def stop():
     print("stopped", flush=True)

@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.common import interruption
-from feedstock_tools.common.recipe_imports import import_megabuild
-
-_child_process = import_megabuild("child_process")
+from megabuild import child_process
 
 # How long the builder's group gets after the forwarded signal before SIGKILL: the driver inside stops its
 # build at once (recipe/megabuild/interrupt.py) and conda-build/rattler-build have nothing to finish.
@@ -63,7 +61,7 @@ class BuildWatch:
 
         # the log starts with the command, then the builder writes into it; poll() reads what it gained
         header = f"$ {' '.join(command)}\n"
-        self._tail = _child_process.LogTail(self.log, offset=len(header.encode()))
+        self._tail = child_process.LogTail(self.log, offset=len(header.encode()))
         returncode = interruption.run_child(
             command, cwd, env, log=self.log, header=header, on_tick=tick, grace=STOP_GRACE_SECONDS,
             tick=POLL_SECONDS,
@@ -121,5 +119,5 @@ class BuildWatch:
 
     def _new_lines(self) -> list[str]:
         if self._tail is None:  # a log written before (failure() of a run this watch did not start)
-            self._tail = _child_process.LogTail(self.log)
+            self._tail = child_process.LogTail(self.log)
         return self._tail.lines()

@@ -60,10 +60,8 @@ from pathlib import Path
 
 from feedstock_tools.common import cache_store, full_device, path_safety
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import activation, prefixes
-
-_atomic_file = import_megabuild("atomic_file")
+from megabuild import atomic_file
 
 # Bumped when what goes into a package changes, so stale channels are not reused.
 CHANNEL_FORMAT = "4"
@@ -193,7 +191,7 @@ def write_package(draft: PackageDraft, out_dir: Path) -> Path:
                 paths.append({"_path": rel, "path_type": "softlink"})
             else:
                 executable = content.startswith((b"#!", b"\x7fELF"))
-                _atomic_file.write_bytes(target, content, mode=0o755 if executable else None)
+                atomic_file.write_bytes(target, content, mode=0o755 if executable else None)
                 paths.append(
                     {
                         "_path": rel,
@@ -217,13 +215,13 @@ def write_package(draft: PackageDraft, out_dir: Path) -> Path:
             "license": "local",
             "timestamp": int(time.time() * 1000),
         }
-        _atomic_file.write_text(info / "index.json", json.dumps(index, indent=1))
+        atomic_file.write_text(info / "index.json", json.dumps(index, indent=1))
         paths_json = json.dumps({"paths": paths, "paths_version": 1}, indent=1)
-        _atomic_file.write_text(info / "paths.json", paths_json)
-        _atomic_file.write_text(info / "files", "".join(p["_path"] + "\n" for p in paths))
-        _atomic_file.write_text(info / "about.json", json.dumps({"summary": draft.summary}))
+        atomic_file.write_text(info / "paths.json", paths_json)
+        atomic_file.write_text(info / "files", "".join(p["_path"] + "\n" for p in paths))
+        atomic_file.write_text(info / "about.json", json.dumps({"summary": draft.summary}))
         if draft.run_exports:
-            _atomic_file.write_text(info / "run_exports.json", json.dumps(draft.run_exports))
+            atomic_file.write_text(info / "run_exports.json", json.dumps(draft.run_exports))
         names = [p["_path"] for p in paths] + [f"info/{f.name}" for f in info.iterdir()]
         stem = f"{draft.name}-{draft.version}-{draft.build}"
         # zstd level 3: the channel is local; conda-package-handling 2.6.0's default, 19, is far slower
@@ -369,7 +367,7 @@ def bytecode(
         root = Path(tmp)
         for rel, data in sources.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            _atomic_file.write_bytes(root / rel, data)
+            atomic_file.write_bytes(root / rel, data)
         # exit status 1 when a module does not compile for this Python: those are left without a pyc
         with contextlib.suppress(subprocess.CalledProcessError):
             compiling = [interpreter, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash"]

@@ -42,13 +42,14 @@ from feedstock_tools.common import user_cache
 from feedstock_tools.common.config_selector import resolve_one
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.conda import rattler_render
 from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.proofs.builders import local_channel, package_diff, real_build_conda
 from feedstock_tools.proofs.builders.build_watch import BuildWatch
 from feedstock_tools.proofs.solve.solve_check import Machine, machine_of, virtual_packages
+from megabuild import atomic_file, package_files, python_target
 
 STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 BUILDERS = ("rattler-build", "conda-build")
@@ -59,8 +60,6 @@ CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
 # The channels are kept beside the rehearsal's venv templates (a cache shared by checkouts, flock-protected)
 DEFAULT_CACHE = user_cache.rehearsal_cache() / "local-channel"
 V1_DIR = REPO_ROOT / "recipe-v1"
-_atomic_file = import_megabuild("atomic_file")
-_package_files = import_megabuild("package_files")
 # recipe/ entries the v1 recipe reaches as ../recipe/... for the build and the packages' tests (the patches
 # are for the real tarball only)
 RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
@@ -69,11 +68,11 @@ RECIPE_ENTRIES = ("build.sh", "bld.bat", "megabuild", "tests", "cmake_test")
 # refuses to start), prints them with the reason, and runs every other test of the recipe unchanged.
 # docs/reference/real-build.md lists them.
 TESTS_THAT_NEED_REAL_PYTORCH: dict[str, tuple[tuple[str, str], ...]] = {
-    _package_files.LIBTORCH: (
+    package_files.LIBTORCH: (
         ("caffe2_nvrtc", "the stand-in builds no caffe2_nvrtc (the CUDA wheel's torch/lib has one)"),
         ("cmake_test_build", "recipe/cmake_test computes with tensors and autograd (ATen's API)"),
     ),
-    _package_files.PYTORCH: (
+    package_files.PYTORCH: (
         ("check_torch_config.py", "torch.__config__.show() (the build's BLAS_INFO) is not modelled"),
         ("check_build_features.py", "complex BLAS dots and torch.backends are real PyTorch"),
         ("check_cuda_extension.py", "torch.utils.cpp_extension builds a CUDA kernel"),
@@ -262,7 +261,7 @@ def prepare_recipe(
     left_out = leave_out_tests(recipe, TESTS_THAT_NEED_REAL_PYTORCH)
     if skipped is not None:
         skipped += left_out
-    _atomic_file.write_text(v1 / "recipe.yaml", yaml.safe_dump(recipe, sort_keys=False, width=200))
+    atomic_file.write_text(v1 / "recipe.yaml", yaml.safe_dump(recipe, sort_keys=False, width=200))
     return v1 / "recipe.yaml"
 
 
@@ -332,7 +331,7 @@ def _build(
         f"      {channel} ({local_channel.channel_size(channel) / 1e6:.1f} MB) in {channel_seconds:.1f} s"
     )
     variants = work_dir / "variants.yaml"
-    _atomic_file.write_text(variants, yaml.safe_dump(rattler_render.variant_config(config, pythons)))
+    atomic_file.write_text(variants, yaml.safe_dump(rattler_render.variant_config(config, pythons)))
     cuda = config.cuda
     # libtorch's run requirement __cuda reaches pytorch's host through pin_subpackage: the solver needs the
     # virtual package, which a GPU runner has (the linux jobs run on one, conda_build_config.yaml) and this
@@ -480,7 +479,7 @@ def _reason(output: str, line: str) -> str:
 def wrap_build_script(recipe_dir: Path, reports: Path) -> None:
     """build.sh becomes build.recipe.sh, run by a build.sh that keeps each pass's report (REPORT_WRAPPER)."""
     (recipe_dir / "build.sh").rename(recipe_dir / "build.recipe.sh")
-    _atomic_file.write_text(recipe_dir / "build.sh", REPORT_WRAPPER.format(reports=shlex.quote(str(reports))))
+    atomic_file.write_text(recipe_dir / "build.sh", REPORT_WRAPPER.format(reports=shlex.quote(str(reports))))
 
 
 def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
@@ -552,9 +551,9 @@ def install_and_use(
     run = subprocess.run([str(python_exe), "-c", check], check=True, capture_output=True, text=True)
     print(run.stdout.strip())
     version, cuda, magma, _ = json.loads(run.stdout.splitlines()[-1])
-    linalg = [str(r.build) for r in records if r.name.normalized == _package_files.LIBTORCH_CUDA_LINALG]
+    linalg = [str(r.build) for r in records if r.name.normalized == package_files.LIBTORCH_CUDA_LINALG]
     expected = (
-        next(str(r.version) for r in records if r.name.normalized == _package_files.PYTORCH),
+        next(str(r.version) for r in records if r.name.normalized == package_files.PYTORCH),
         bool(linalg),
         any("_magma_" in build for build in linalg) if linalg else None,
     )
@@ -591,7 +590,7 @@ def metapackage_and_machine(config: Configuration) -> tuple[str, Machine]:
     """The metapackage users install for this configuration and a machine that takes it, solve-check's row
     of the target with a driver of the configuration's CUDA version (proofs/solve/solve_requests.yaml)."""
     machine = machine_of(config.target_platform, config.cuda)
-    metapackage = _package_files.PYTORCH_GPU if config.cuda is not None else _package_files.PYTORCH_CPU
+    metapackage = package_files.PYTORCH_GPU if config.cuda is not None else package_files.PYTORCH_CPU
     return metapackage, machine
 
 
@@ -703,7 +702,7 @@ def _main(args: argparse.Namespace) -> int:
         _say(f"{args.builder}'s order of the passes:")
         for pass_name, targets in outcome.passes.items():
             _say(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
-        linked = import_megabuild("python_target").python_linked_targets("linux-64")
+        linked = python_target.python_linked_targets("linux-64")
         done, minimum = compile_work_ratio(outcome.passes, linked, config.python_min)
         _say(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
         meta, machine = metapackage_and_machine(config)

@@ -30,9 +30,7 @@ from pathlib import Path
 import yaml
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
-
-_atomic_file = import_megabuild("atomic_file")
+from megabuild import atomic_file
 
 TOOLS_VARIABLE = "CONDA_TOOLS"
 VENV = "venv-latest"  # conda 26.7.1 + conda-build 26.7.1 in the tool set
@@ -133,7 +131,7 @@ def prepare_recipe(
     text = without_block(text, "  license_file:")
     text, left_out = without_tests(text, skips)
     text, missing = without_missing_source_files(text, source)
-    _atomic_file.write_text(destination / "meta.yaml", text)
+    atomic_file.write_text(destination / "meta.yaml", text)
     return destination, [*left_out, *missing]
 
 

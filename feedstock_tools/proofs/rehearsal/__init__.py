@@ -19,8 +19,8 @@ from pathlib import Path
 from feedstock_tools.common import config_selector, inputs, user_cache
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import harness, report
+from megabuild import atomic_file
 
 CI_SUPPORT = harness.REPO_ROOT / ".ci_support"
 
@@ -189,7 +189,7 @@ def conclude(rehearsal: harness.Rehearsal, phases: dict[str, float]) -> report.O
         linkage_checks = report.linkage_checks(rehearsal)
     summary = print_summary(rehearsal, checks, phases, linkage_checks)
     summary_text = json.dumps(summary, indent=2) + "\n"
-    import_megabuild("atomic_file").write_text(rehearsal.dir / "summary.json", summary_text)
+    atomic_file.write_text(rehearsal.dir / "summary.json", summary_text)
     return report.Outcome(
         [step.label for step in rehearsal.steps],
         list(rehearsal.results),

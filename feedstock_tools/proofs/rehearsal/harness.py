@@ -26,7 +26,7 @@ from pathlib import Path
 from feedstock_tools.common import cache_store, full_device, interruption, user_cache
 from feedstock_tools.common.configuration import Configuration, read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.conda.script_env import script_environment
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes, relocation, standins
@@ -45,11 +45,11 @@ from feedstock_tools.proofs.rehearsal.plan import (
     work_name,
 )
 from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
+from megabuild import atomic_file
 
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
-_atomic_file = import_megabuild("atomic_file")
 # conda-build gives a build script a fresh environment: its own variables plus a few inherited ones
 # (conda-build's docs, "Environment variables"), and what the recipe's build/script_env gives it.
 INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "MAKEFLAGS",
@@ -463,7 +463,7 @@ class Rehearsal:
         record for everything the step's host requirements brought."""
         installed = sorted(f for f in prefixes.prefix_files(self.prefix) if not f.startswith("conda-meta/"))
         record = {"name": f"rehearsal-host-of-{step.label}", "version": "0", "build": "0", "files": installed}
-        _atomic_file.write_text(
+        atomic_file.write_text(
             self.prefix / "conda-meta" / f"{record['name']}-0-0.json", json.dumps(record) + "\n"
         )
 
@@ -531,7 +531,7 @@ class Rehearsal:
         index = len(self.results)
         log = self.logs_dir / f"{index + 1:02d}-{step.label}.log"
         if not step.has_script:
-            _atomic_file.write_text(log, f"{step.label}: no script (metapackage): an empty package\n")
+            atomic_file.write_text(log, f"{step.label}: no script (metapackage): an empty package\n")
             result = StepResult(step, 0, 0.0, [], [], log, self._write_package(step, []))
             self.results.append(result)
             return result
@@ -623,8 +623,8 @@ class Rehearsal:
         package_dir.mkdir(parents=True)
         prefixes.install_files(self.prefix, files, package_dir)
         (package_dir / "info").mkdir(exist_ok=True)
-        _atomic_file.write_text(package_dir / "info" / "files", "".join(f"{path}\n" for path in files))
-        _atomic_file.write_text(
+        atomic_file.write_text(package_dir / "info" / "files", "".join(f"{path}\n" for path in files))
+        atomic_file.write_text(
             package_dir / "info" / "index.json",
             json.dumps(
                 {

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
-
-_ninja_log = import_megabuild("ninja_log")
+from megabuild import ninja_log
 
 Snapshot = dict[str, Any]  # output -> megabuild.ninja_log.LogEntry
 
@@ -26,8 +24,8 @@ def snapshot(path: Path) -> Snapshot:
     """The latest log entry per output; empty while nothing was built. A log the driver cannot read is a
     one-line error."""
     try:
-        return _ninja_log.read_log(path)
-    except _ninja_log.NinjaLogError as exc:
+        return ninja_log.read_log(path)
+    except ninja_log.NinjaLogError as exc:
         raise ToolError(str(exc)) from exc
 
 
@@ -35,12 +33,12 @@ def objects_between(before: Snapshot, after: Snapshot, seen: Collection[Any] = f
     """The object files Ninja compiled between two snapshots, sorted. An entry of an earlier snapshot
     (``seen``) is no compile: the driver put a kept object back with the log line ninja wrote when it
     compiled it (megabuild/python_products.py), which was counted then."""
-    ran = [entry for entry in _ninja_log.ran_between(before, after) if entry not in seen]
-    return _ninja_log.PassWork.from_entries(ran).objects
+    ran = [entry for entry in ninja_log.ran_between(before, after) if entry not in seen]
+    return ninja_log.PassWork.from_entries(ran).objects
 
 
 def target_of(object_path: str) -> str:
-    target = _ninja_log.target_of_object(object_path) if _ninja_log.is_object(object_path) else None
+    target = ninja_log.target_of_object(object_path) if ninja_log.is_object(object_path) else None
     if target is None:
         raise ValueError(f"{object_path} is not an object of a CMake target")
     return target

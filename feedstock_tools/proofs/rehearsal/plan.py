@@ -16,11 +16,10 @@ from pathlib import Path
 from feedstock_tools.common.configuration import Configuration, PythonVersion
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import component
-from feedstock_tools.common.recipe_imports import import_megabuild
+from megabuild import package_files
 
-_package_files = import_megabuild("package_files")
-TOP_LEVEL_NAME = _package_files.TOP_LEVEL
-PYTORCH = _package_files.PYTORCH
+TOP_LEVEL_NAME = package_files.TOP_LEVEL
+PYTORCH = package_files.PYTORCH
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,9 @@ class Step:
     def label(self) -> str:
         """``pytorch-py3.11``, ``libtorch-cuda-linalg-magma``, ``libtorch``: one name per package variant."""
         parts = [self.name]
-        if "magma_variant" in self.variant and self.name == _package_files.LIBTORCH_CUDA_LINALG:
+        if "magma_variant" in self.variant and self.name == package_files.LIBTORCH_CUDA_LINALG:
             parts.append(self.variant["magma_variant"])
-        if self.name == _package_files.PYTORCH:
+        if self.name == package_files.PYTORCH:
             parts.append(f"py{self.python}")
         return "-".join(parts)
 

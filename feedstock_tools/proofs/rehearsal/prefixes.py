@@ -33,10 +33,7 @@ from pathlib import Path
 
 from feedstock_tools.common import cache_store, full_device
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
-
-_staging = import_megabuild("staging")
-_atomic_file = import_megabuild("atomic_file")
+from megabuild import atomic_file, staging
 
 # conda-forge package name -> PyPI distribution, for the host requirements that are Python packages. The
 # others (C++ libraries, compilers' run-times, pybind11-abi, ...) have nothing for the stand-in to use and
@@ -349,7 +346,7 @@ def _rewrite_venv_paths(venv: Path, old_place: Path, new_place: Path) -> None:
             continue
         data = path.read_bytes()
         if old in data:
-            _atomic_file.write_bytes(path, data.replace(old, new), mode=path.stat().st_mode)
+            atomic_file.write_bytes(path, data.replace(old, new), mode=path.stat().st_mode)
 
 
 def build_prefix_template(cache_dir: Path, log: Path) -> Path:
@@ -422,7 +419,7 @@ def tool_identity(program: str) -> dict[str, str]:
 def prefix_files(prefix: Path) -> set[str]:
     """Files and symlinks under ``prefix``, as '/'-separated relative paths (what conda-build compares);
     listed by the driver's own walk, so the harness and the staging see the same entries."""
-    return set(_staging.relative_entries(prefix, prefix))
+    return set(staging.relative_entries(prefix, prefix))
 
 
 def file_states(prefix: Path, files: set[str]) -> dict[str, tuple[int, int]]:

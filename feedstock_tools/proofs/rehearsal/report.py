@@ -9,15 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 from feedstock_tools.proofs.wheels import linkage
-
-_package_files = import_megabuild("package_files")
-_python_target = import_megabuild("python_target")
+from megabuild import package_files, python_target
 
 # Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python (the
 # Python-linked targets of 2.13.0, as the driver defines them).
@@ -25,7 +22,7 @@ LINALG_TARGETS = frozenset({"torch_cuda_linalg"})
 
 
 def python_targets(target_platform: str) -> frozenset[str]:
-    return frozenset(_python_target.python_linked_targets(target_platform))
+    return frozenset(python_target.python_linked_targets(target_platform))
 
 
 DRIVER_REPORT = Path("build") / "megabuild-report.json"
@@ -59,14 +56,14 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     pass1 = next(r for r in results if r.step.name == TOP_LEVEL_NAME)
     pass1_targets = [ninja_log.target_of(o) for o in pass1.objects]
     magma_step_ran = any(
-        r.step.name == _package_files.LIBTORCH_CUDA_LINALG and r.step.variant.get("magma_variant") == "magma"
+        r.step.name == package_files.LIBTORCH_CUDA_LINALG and r.step.variant.get("magma_variant") == "magma"
         for r in results
     )
     # Extra Pythons: the pytorch outputs' Pythons other than pass 1's, each needing its own Python-linked
     # objects once, whatever the order of the outputs (a return to a Python compiles nothing:
     # megabuild/python_products.py keeps what each Python's pass compiled)
     extra = len(
-        {r.step.python for r in results if r.step.name == _package_files.PYTORCH} - {rehearsal.pass1_python}
+        {r.step.python for r in results if r.step.name == package_files.PYTORCH} - {rehearsal.pass1_python}
     )
     return WorkRatio(
         compiled=sum(len(r.objects) for r in results),
@@ -180,7 +177,7 @@ print(json.dumps({"version": torch.__version__, "add(1,2,alpha=3)": torch.add(1.
 
 
 # the order the import check installs the solver's picks in (libtorch first: the others link it)
-INSTALL_ORDER = _package_files.PACKAGES
+INSTALL_ORDER = package_files.PACKAGES
 
 
 def exact_spec(result: StepResult) -> str:
@@ -212,17 +209,17 @@ def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
     once more with every other linalg build (first Python only): has_magma must follow the library."""
     checks: list[ImportCheck] = []
     root = rehearsal.dir / "import-check"
-    pytorch = [r for r in rehearsal.results if r.step.name == _package_files.PYTORCH and r.ok]
+    pytorch = [r for r in rehearsal.results if r.step.name == package_files.PYTORCH and r.ok]
     combinations = [rehearsal.solver_installs([exact_spec(p)]) for p in pytorch]
     if pytorch:
         picked = {r.step.label for r in combinations[0]}
         combinations += [
             rehearsal.solver_installs([exact_spec(pytorch[0]), exact_spec(other)])
             for other in rehearsal.packaged()
-            if other.step.name == _package_files.LIBTORCH_CUDA_LINALG and other.step.label not in picked
+            if other.step.name == package_files.LIBTORCH_CUDA_LINALG and other.step.label not in picked
         ]
     for installed in combinations:
-        package = next(r for r in installed if r.step.name == _package_files.PYTORCH)
+        package = next(r for r in installed if r.step.name == package_files.PYTORCH)
         labels = [r.step.label for r in sorted(installed, key=lambda r: INSTALL_ORDER.index(r.step.name))]
         name = "+".join(labels[1:])
         destination = root / name

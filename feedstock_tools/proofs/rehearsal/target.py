@@ -51,9 +51,8 @@ import sysconfig
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from feedstock_tools.common.recipe_imports import import_megabuild
+from megabuild import atomic_file
 
-_atomic_file = import_megabuild("atomic_file")
 NATIVE = "linux-64"
 
 
@@ -212,11 +211,11 @@ def make_target_interpreter(venv: Path, minor: str, target: Target) -> None:
         "HOST_GNU_TYPE": target.triplet,
         "MACHDEP": "darwin" if target.macos else "win32" if target.windows else "linux",
     }
-    _atomic_file.write_text(
+    atomic_file.write_text(
         site / f"{name}.py",
         _SYSCONFIGDATA.format(version=minor, subdir=target.subdir, host=host, updates=updates),
     )
-    _atomic_file.write_text(
+    atomic_file.write_text(
         site / "_rehearsal_target.py",
         _STARTUP.format(
             subdir=target.subdir,
@@ -226,7 +225,7 @@ def make_target_interpreter(venv: Path, minor: str, target: Target) -> None:
             macos=target.macos,
         ),
     )
-    _atomic_file.write_text(site / "_rehearsal_target.pth", "import _rehearsal_target\n")
+    atomic_file.write_text(site / "_rehearsal_target.pth", "import _rehearsal_target\n")
     # compiled now, so the bytecode is part of the prefix before a build script runs, never a new file
     # that conda-build would package
     # (compileall writes them even where PYTHONDONTWRITEBYTECODE is set; build scripts do not inherit it)
@@ -246,9 +245,9 @@ def replace_interpreter(prefix: Path, minor: str, content: bytes | str) -> None:
         if path.is_symlink() or path.exists():
             path.unlink()
         if isinstance(content, bytes):
-            _atomic_file.write_bytes(path, content, mode=0o755)
+            atomic_file.write_bytes(path, content, mode=0o755)
         else:
-            _atomic_file.write_text(path, content, mode=0o755)
+            atomic_file.write_text(path, content, mode=0o755)
 
 
 def cross_python_shim(build_venv: Path) -> str:
@@ -283,10 +282,10 @@ def write_darwin_toolchain(build_prefix: Path, target: Target, dropped_flags: tu
     for name, real in ((f"{target.triplet}-clang", "gcc"), (f"{target.triplet}-clang++", "g++")):
         path = build_prefix / "bin" / name
         compiler = _COMPILER.format(real=shlex.quote(shutil.which(real) or real), name=name, dropped=patterns)
-        _atomic_file.write_text(path, compiler, mode=0o755)
+        atomic_file.write_text(path, compiler, mode=0o755)
     override = build_prefix / "share" / "rehearsal" / "darwin-naming.cmake"
     override.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_file.write_text(override, DARWIN_NAMING)
+    atomic_file.write_text(override, DARWIN_NAMING)
     return override
 
 
@@ -309,14 +308,14 @@ def write_python_config(prefix: Path, minor: str, target: Target, interpreter: P
     config = _PYTHON_CONFIG.format(
         minor=minor, suffix=target.ext_suffix(minor.replace(".", "")), real=shlex.quote(str(real))
     )
-    _atomic_file.write_text(path, config, mode=0o755)
+    atomic_file.write_text(path, config, mode=0o755)
 
 
 def write_windows_naming(build_prefix: Path) -> Path:
     """The CMake rules override of a simulated win-64 target (:data:`WINDOWS_NAMING`); returns its path."""
     override = build_prefix / "share" / "rehearsal" / "windows-naming.cmake"
     override.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_file.write_text(override, WINDOWS_NAMING)
+    atomic_file.write_text(override, WINDOWS_NAMING)
     return override
 
 
@@ -330,6 +329,6 @@ def make_windows_python_layout(prefix: Path, minor: str) -> None:
     ``libs/python3XY.lib``, which FindPython links on Windows and the driver's retarget requires."""
     exe = prefix / "python.exe"
     script = "#!/bin/sh\n# rehearsal: conda's %PREFIX%\\python.exe on win-64\n"
-    _atomic_file.write_text(exe, script + 'exec "$(dirname "$0")/bin/python" "$@"\n', mode=0o755)
+    atomic_file.write_text(exe, script + 'exec "$(dirname "$0")/bin/python" "$@"\n', mode=0o755)
     (prefix / "libs").mkdir(exist_ok=True)
-    _atomic_file.write_bytes(prefix / "libs" / f"python{minor.replace('.', '')}.lib", EMPTY_IMPORT_LIBRARY)
+    atomic_file.write_bytes(prefix / "libs" / f"python{minor.replace('.', '')}.lib", EMPTY_IMPORT_LIBRARY)

@@ -38,10 +38,9 @@ from dataclasses import dataclass
 
 from feedstock_tools.common.configuration import version_key
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
+from megabuild import package_files
 
-_package_files = import_megabuild("package_files")
-LIBTORCH, LINALG, PYTORCH = _package_files.PACKAGES
+LIBTORCH, LINALG, PYTORCH = package_files.PACKAGES
 CPU, GPU = "pytorch-cpu", "pytorch-gpu"
 PYTHON_FIELD, CUDA_FIELD = "{python}", "{cuda}"
 Version = tuple[int, ...]
@@ -190,7 +189,7 @@ def facts_of(records: Iterable[Mapping[str, object]], architectures: Sequence[st
     for entry in records:
         depends = list(entry["depends"])  # type: ignore[call-overload]
         cuda, glibc = _bound(depends, "cuda-version"), _bound(depends, "__glibc")
-        if entry["name"] in _package_files.PACKAGES or cuda is None or glibc is None:
+        if entry["name"] in package_files.PACKAGES or cuda is None or glibc is None:
             continue
         key = (
             str(entry["subdir"]),

@@ -24,11 +24,10 @@ from feedstock_tools.ci.ci_support import combined_spec
 from feedstock_tools.ci.forge_config import read_forge_settings
 from feedstock_tools.common.configuration import Configuration, PythonVersion, read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.conda.recipe_render import RenderedOutput, apply_pin_expressions, render_recipe
 from feedstock_tools.conda.yaml_load import safe_load
+from megabuild import atomic_file
 
-_atomic_file = import_megabuild("atomic_file")
 METADATA_FILE = Path(__file__).with_name("solve_metadata.yaml")
 SUBDIRS = ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64", "noarch")
 
@@ -75,7 +74,7 @@ class Channel:
                 twice = sorted({n for n in names if names.count(n) > 1})
                 raise ToolError(f"two records with the same file name {twice[:3]} in {subdir}")
             repodata = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages}
-            _atomic_file.write_text(
+            atomic_file.write_text(
                 directory / subdir / "repodata.json", json.dumps(repodata, indent=1, sort_keys=True)
             )
         return directory

@@ -25,17 +25,17 @@ import yaml
 
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import cuda_arch
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.proofs.solve import expectations
 from feedstock_tools.proofs.solve.solve_channel import Channel, Record, build_channel
+from megabuild import package_files
 
 REQUESTS_FILE = Path(__file__).with_name("solve_requests.yaml")
 REQUESTS_NAME = "feedstock_tools/proofs/solve/solve_requests.yaml"
 RULES_FILE = "feedstock_tools/proofs/solve/expectations.py"
-_package_files = import_megabuild("package_files")
 # the words of an expectation, by what they describe
 FLAVOUR, BLAS, LINALG, PYTHON, ARM = "flavour", "blas", "linalg", "python", "arm"
 # libmagma installed without a libtorch-cuda-linalg package: MAGMA linked into torch_cuda itself (Windows,
@@ -88,7 +88,7 @@ class Outcome:
 
     def torch_name(self) -> str | None:
         """The installed package that holds torch: pytorch, else libtorch (a request for C++ only)."""
-        names = (_package_files.PYTORCH, _package_files.LIBTORCH)
+        names = (package_files.PYTORCH, package_files.LIBTORCH)
         return next((name for name in names if name in self.packages), None)
 
     def torch(self) -> Record | None:
@@ -101,7 +101,7 @@ class Outcome:
         if torch is None:
             return {}
         flavour, blas = torch["build"].split("_")[:2]
-        linalg = self.packages.get(_package_files.LIBTORCH_CUDA_LINALG)
+        linalg = self.packages.get(package_files.LIBTORCH_CUDA_LINALG)
         python = self.packages.get("python")
         return {
             FLAVOUR: flavour,

@@ -35,7 +35,6 @@ from typing import Any, Literal
 
 from feedstock_tools.common.configuration import Configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import import_megabuild
 from feedstock_tools.proofs.wheels.runtime_libraries import (
     PROVIDERS,
     SHLIB_EXT,
@@ -44,10 +43,7 @@ from feedstock_tools.proofs.wheels.runtime_libraries import (
     Platform,
     Provider,
 )
-
-_package_files = import_megabuild("package_files")
-_staging = import_megabuild("staging")
-_atomic_file = import_megabuild("atomic_file")
+from megabuild import atomic_file, package_files, staging
 
 Format = Literal["ELF", "MachO", "PE"]
 # Leading bytes of the files the check reads. Mach-O: 64-bit little-endian and universal ("fat") binaries.
@@ -163,7 +159,7 @@ def write_needs_list(entries: Iterable[tuple[str, BinaryNeeds]], destination: Pa
     data = ("\n".join(lines) + "\n").encode()
     if destination.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
-    _atomic_file.write_bytes(destination, data)
+    atomic_file.write_bytes(destination, data)
     return len(rows)
 
 
@@ -297,7 +293,7 @@ class LinkageCheck:
         self.owner: dict[str, str] = {}  # path relative to the environment -> package
         self.links: dict[str, str] = {}  # symlink path -> its target, relative to the environment
         for spec in packages:
-            for entry in _staging.entries_below(spec.prefix):
+            for entry in staging.entries_below(spec.prefix):
                 relative = entry.relative_to(spec.prefix).as_posix()
                 self.owner[relative] = spec.name
                 if entry.is_symlink():
@@ -324,7 +320,7 @@ class LinkageCheck:
         for name, spec in self.packages.items():
             if name not in checked:
                 continue
-            for entry in _staging.entries_below(spec.prefix):
+            for entry in staging.entries_below(spec.prefix):
                 needs = self.reader(entry)
                 if needs is None:
                     continue
@@ -491,8 +487,8 @@ class LinkageCheck:
     def _expected(self, library: str, package: str) -> str:
         """The package the staging table would put ``library`` into, from its install-tree rules."""
         shlib = SHLIB_EXT[self.platform]
-        for rule in _package_files.rules_for(shlib):
-            if _staging.rule_claims(rule, "install", f"lib/{library}", shlib) and rule.action == "copy":
+        for rule in package_files.rules_for(shlib):
+            if staging.rule_claims(rule, "install", f"lib/{library}", shlib) and rule.action == "copy":
                 return f"expected in {rule.package}, by the staging rule {rule.pattern!r}"
         return f"expected from a run requirement of {package}"
 
@@ -512,8 +508,8 @@ def _matches(name: str, patterns: Iterable[str], case_sensitive: bool = True) ->
 def _wheel_decision(library: str, platform: Platform) -> str | None:
     """The decision that accepts a wheel binary's need of a library the conda build does not ship."""
     shlib = SHLIB_EXT[platform]
-    for rule in _package_files.rules_for(shlib):
-        if rule.bundled is not None and _staging.rule_claims(rule, "install", f"lib/{library}", shlib):
+    for rule in package_files.rules_for(shlib):
+        if rule.bundled is not None and staging.rule_claims(rule, "install", f"lib/{library}", shlib):
             return _describe_bundled(rule.bundled)
     for wheel_only in WHEEL_ONLY:
         if _matches(library, wheel_only.libraries):

@@ -48,15 +48,13 @@ from feedstock_tools.common import config_selector, inputs
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import inside
-from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT
 from feedstock_tools.proofs.wheels import linkage
 from feedstock_tools.proofs.wheels.runtime_libraries import SHLIB_EXT
+from megabuild import atomic_file, package_files, staging
+from megabuild import errors as _megabuild_errors
 
-_package_files = import_megabuild("package_files")
-_staging = import_megabuild("staging")
-_megabuild_errors = import_megabuild("errors")
-_atomic_file = import_megabuild("atomic_file")
-UpstreamTrees = _staging.UpstreamTrees
+UpstreamTrees = staging.UpstreamTrees
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 
 # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl: name, version, python tag, abi tag, platform tag
@@ -148,7 +146,7 @@ def write_file_list(wheel: Path, destination: Path, provenance: str) -> int:
     data = ("\n".join(lines) + "\n").encode()
     if destination.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
-    _atomic_file.write_bytes(destination, data)
+    atomic_file.write_bytes(destination, data)
     return len(files)
 
 
@@ -249,16 +247,16 @@ def _finish_build_tree(built: Path, src_dir: Path, shlib_ext: str) -> UpstreamTr
     # CMake's install step fills <SRC_DIR>/torch/{lib,include,share,bin}; setup.py copies them into the
     # setuptools tree. Hard links give the same files without doubling 700 MB on disk.
     install = src_dir / "torch"
-    for name in _staging.INSTALL_TREE_DIRS:
+    for name in staging.INSTALL_TREE_DIRS:
         if (built / "torch" / name).is_dir():
             shutil.copytree(built / "torch" / name, install / name, copy_function=os.link, symlinks=True)
-    return _staging.UpstreamTrees(install=install, setuptools=built, metadata=metadata, shlib_ext=shlib_ext)
+    return staging.UpstreamTrees(install=install, setuptools=built, metadata=metadata, shlib_ext=shlib_ext)
 
 
 def packages_with_files(trees: UpstreamTrees) -> list[str]:
     """The packages the trees have files for, in the table's order (a CPU build has no linalg library)."""
-    grouped = _staging.files_by_package(trees)
-    return [package for package in _package_files.PACKAGES if grouped[package]]
+    grouped = staging.files_by_package(trees)
+    return [package for package in package_files.PACKAGES if grouped[package]]
 
 
 def stage_into_prefixes(trees: UpstreamTrees, tag: WheelTag, work: Path) -> dict[str, Path]:
@@ -268,7 +266,7 @@ def stage_into_prefixes(trees: UpstreamTrees, tag: WheelTag, work: Path) -> dict
         prefix = work / "packages" / package
         if prefix.exists():
             raise ToolError(f"{prefix} exists already: stage into an empty work directory")
-        _staging.stage_package(package, trees, prefix, prefix / tag.site_packages)
+        staging.stage_package(package, trees, prefix, prefix / tag.site_packages)
         prefixes[package] = prefix
     return prefixes
 
@@ -277,7 +275,7 @@ def merge_prefixes(prefixes: dict[str, Path], environment: Path) -> None:
     """Install the packages into ``environment`` as conda does: every path from exactly one package."""
     owner: dict[Path, str] = {}
     for package, prefix in prefixes.items():
-        for source in _staging.entries_below(prefix):
+        for source in staging.entries_below(prefix):
             relative = source.relative_to(prefix)
             if relative in owner:
                 raise ToolError(
@@ -298,7 +296,7 @@ def merge_prefixes(prefixes: dict[str, Path], environment: Path) -> None:
 def package_sizes(prefixes: dict[str, Path]) -> list[PackageSize]:
     rows = []
     for package, prefix in prefixes.items():
-        entries = list(_staging.entries_below(prefix))
+        entries = list(staging.entries_below(prefix))
         links = [entry for entry in entries if entry.is_symlink()]
         size = sum(entry.lstat().st_size for entry in entries if not entry.is_symlink())
         rows.append(PackageSize(package, len(entries) - len(links), len(links), size))
@@ -307,7 +305,7 @@ def package_sizes(prefixes: dict[str, Path]) -> list[PackageSize]:
 
 def not_shipped(trees: UpstreamTrees) -> tuple[int, int]:
     """Count and size of the wheel files the staging table deliberately leaves out (each rule says why)."""
-    placements = _staging.files_by_package(trees).get(_package_files.NOT_SHIPPED, [])
+    placements = staging.files_by_package(trees).get(package_files.NOT_SHIPPED, [])
     roots = trees.roots()
     size = sum((roots[p.tree] / p.path).lstat().st_size for p in placements)
     return len(placements), size
@@ -318,7 +316,7 @@ def format_table(rows: list[PackageSize], dropped: tuple[int, int]) -> str:
         "| package | files | symlinks | size (MB) |",
         "|---|---:|---:|---:|",
         *(f"| {r.package} | {r.files} | {r.links} | {r.bytes / 1e6:.1f} |" for r in rows),
-        f"| {_package_files.NOT_SHIPPED} | {dropped[0]} | 0 | {dropped[1] / 1e6:.1f} |",
+        f"| {package_files.NOT_SHIPPED} | {dropped[0]} | 0 | {dropped[1] / 1e6:.1f} |",
     ]
     return "\n".join(lines)
 
@@ -391,7 +389,7 @@ def format_decisions(trees: UpstreamTrees) -> str:
     """The bundled third-party files of this wheel, grouped by the staging table's decision about them."""
     grouped: dict[str, list[str]] = {}
     decisions = {}
-    for placement in _staging.files_by_package(trees)[_package_files.NOT_SHIPPED]:
+    for placement in staging.files_by_package(trees)[package_files.NOT_SHIPPED]:
         bundled = placement.rule.bundled
         if bundled is not None and placement.tree == "install":
             grouped.setdefault(bundled.library, []).append(placement.path)

@@ -15,11 +15,12 @@ import yaml
 
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import rattler_render
 from feedstock_tools.maintainer import render_v1
 from feedstock_tools.proofs.builders import local_channel, real_build
 from feedstock_tools.proofs.solve.solve_check import machine_of
+from megabuild import python_target
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
@@ -177,7 +178,7 @@ def test_a_package_is_a_real_conda_file(tmp_path: Path) -> None:
 
 
 def test_the_compile_work_ratio_counts_each_pass_once() -> None:
-    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    linked = python_target.python_linked_targets("linux-64")
     first = {"c10": 4, "torch_python": 6, "_C": 1, "nnapi_backend": 1, "torch_cuda_linalg": 5}
     passes = {
         "1 libtorch-split": first,
@@ -302,7 +303,7 @@ def test_rattler_build_builds_the_cpu_configuration(
     names = sorted(p.name.rsplit("-", 2)[0] for p in cpu_build.packages)
     expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CPU, real_build.DEFAULT_PYTHONS))
     assert names == expected
-    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    linked = python_target.python_linked_targets("linux-64")
     done, minimum = real_build.compile_work_ratio(cpu_build.passes, linked, CPU.python_min)
     assert done == minimum
     assert set(cpu_build.passes["4 pytorch (py3.12)"]) == set(linked)
@@ -327,7 +328,7 @@ def test_rattler_build_builds_a_cuda_configuration(
 ) -> None:
     expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CUDA, real_build.DEFAULT_PYTHONS))
     assert sorted(p.name.rsplit("-", 2)[0] for p in cuda_build.packages) == expected
-    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    linked = python_target.python_linked_targets("linux-64")
     done, minimum = real_build.compile_work_ratio(cuda_build.passes, linked, CUDA.python_min)
     assert done == minimum
     # the MAGMA pass recompiles exactly torch_cuda_linalg, the other linalg build and libtorch nothing
@@ -339,7 +340,8 @@ def test_rattler_build_builds_a_cuda_configuration(
 
     (libtorch,) = [p for p in cuda_build.packages if p.name.rsplit("-", 2)[0] == "libtorch"]
     api.extract(str(libtorch), str(tmp_path / "libtorch"))
-    activation = import_megabuild("activation")
+    from megabuild import activation
+
     script = (tmp_path / "libtorch" / activation.ACTIVATE).read_text()
     rendered = rattler_render.render(V1_RECIPE, CUDA, ["3.12"])
     (arch_list,) = {

@@ -20,11 +20,12 @@ from bump_fixtures import copy_feedstock
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
-from feedstock_tools.common.recipe_imports import REPO_ROOT, import_megabuild
+from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.conda.recipe_render import render_recipe
 from feedstock_tools.proofs.builders import real_build, real_build_conda
 from feedstock_tools.proofs.builders.build_watch import BuildWatch
+from megabuild import python_target
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
@@ -294,7 +295,7 @@ def test_conda_build_builds_and_tests_the_cpu_configuration(tmp_path: Path) -> N
     chosen = [p.spec for p in config.pythons if p.version in real_build.DEFAULT_PYTHONS]
     assert names == sorted(o.name for o in render_recipe(REPO_ROOT / "recipe", config).outputs if
                            o.name != "pytorch" or o.variant["python"] in chosen)  # fmt: skip
-    linked = import_megabuild("python_target").python_linked_targets("linux-64")
+    linked = python_target.python_linked_targets("linux-64")
     done, minimum = real_build.compile_work_ratio(outcome.passes, linked, config.python_min)
     assert done == minimum
 

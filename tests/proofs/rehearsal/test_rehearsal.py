@@ -16,8 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from megabuild import activation
-from megabuild.cmake_cache import CMakeCache
 from recipe_matrix import RECIPE_VERSION
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded, two_pythons
 
@@ -27,6 +25,8 @@ from feedstock_tools.proofs.rehearsal import ninja_log, report
 from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal, StepResult
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 from feedstock_tools.proofs.wheels import linkage
+from megabuild import activation
+from megabuild.cmake_cache import CMakeCache
 
 pytestmark = pytest.mark.rehearsal
 

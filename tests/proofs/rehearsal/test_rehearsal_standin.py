@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from megabuild.cmake_cache import CMakeCache
-from megabuild.python_target import python_linked_targets
 
 from feedstock_tools.proofs.rehearsal import ninja_log
 from feedstock_tools.proofs.rehearsal.harness import DEFAULT_STANDIN
+from megabuild.cmake_cache import CMakeCache
+from megabuild.python_target import python_linked_targets
 
 if TYPE_CHECKING:
     from conftest import HostPython

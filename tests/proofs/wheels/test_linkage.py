@@ -17,8 +17,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, rules_for
-from megabuild.staging import INSTALL_TREE_DIRS, rule_claims
 from wheel_fixtures import (
     WHEELS,
     WheelFixture,
@@ -37,6 +35,8 @@ from feedstock_tools.proofs.wheels.wheel_layout import (
     run,
     wheel_cuda_version,
 )
+from megabuild.package_files import LIBTORCH, LIBTORCH_CUDA_LINALG, NOT_SHIPPED, PYTORCH, rules_for
+from megabuild.staging import INSTALL_TREE_DIRS, rule_claims
 
 REPO = Path(__file__).resolve().parents[3]
 wheels = pytest.mark.parametrize("wheel", WHEELS, ids=lambda w: w.target)

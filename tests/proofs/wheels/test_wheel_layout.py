@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from megabuild.package_files import LIBTORCH, NOT_SHIPPED, PYTORCH
-from megabuild.staging import files_by_package
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.proofs.rehearsal.prefixes import uv_binary
@@ -34,6 +32,8 @@ from feedstock_tools.proofs.wheels.wheel_layout import (
     parse_wheel_name,
     stage_into_prefixes,
 )
+from megabuild.package_files import LIBTORCH, NOT_SHIPPED, PYTORCH
+from megabuild.staging import files_by_package
 
 CPU_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 WHEEL_VERSION = CPU_WHEEL.name.split("-")[1].split("+")[0]  # the release the wheel is, not the recipe's
