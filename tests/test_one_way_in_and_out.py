@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 # cannot pass unnoticed as something else.
 CI_SUPPORT_FILE = "a .ci_support configuration (one reader)"
 VARIANT_SOURCE = "a variant file with selectors: conda_build_config.yaml, pinning, migrations (one reader)"
+META_YAML = "meta.yaml, after selectors and Jinja (one renderer: the first pass, the render, the CI files)"
 YAML_READS: dict[tuple[str, str], str] = {
     ("feedstock_tools/common/configuration.py", "parse_configuration"): CI_SUPPORT_FILE,
     ("feedstock_tools/conda/variants.py", "parse_variant_text"): VARIANT_SOURCE,
@@ -38,9 +39,7 @@ YAML_READS: dict[tuple[str, str], str] = {
     (".scripts/ci_settings.py", "setting"): "conda-forge.yml",
     (".scripts/ci_settings.py", "test_options"): "conda-forge.yml",
     ("feedstock_tools/ci/forge_config.py", "read_forge_settings"): "conda-forge.yml",
-    ("feedstock_tools/conda/first_pass.py", "_parsed_yaml"): "meta.yaml, after selectors and Jinja",
-    ("feedstock_tools/conda/recipe_render.py", "_parsed_yaml"): "meta.yaml, after selectors and Jinja",
-    ("feedstock_tools/ci/ci_support.py", "_render_cached"): "meta.yaml, after selectors and Jinja",
+    ("feedstock_tools/conda/meta_render.py", "_parsed"): META_YAML,
     ("feedstock_tools/proofs/solve/solve_check.py", "read_table"): "solve_requests.yaml",
     ("feedstock_tools/proofs/solve/solve_channel.py", "load_metadata"): "solve_metadata.yaml",
     ("feedstock_tools/proofs/builders/real_build.py", "prepare_recipe"): "recipe-v1/recipe.yaml",
@@ -187,6 +186,53 @@ def test_every_yaml_read_is_listed_with_what_it_reads() -> None:
     assert sorted(set(YAML_READS) - set(found)) == [], "YAML_READS lists a read that is gone: remove it"
     kinds = list(YAML_READS.values())
     assert kinds.count(CI_SUPPORT_FILE) == 1 and kinds.count(VARIANT_SOURCE) == 1
+    assert kinds.count(META_YAML) == 1
+
+
+# Every Jinja environment of the tools and every template compiled outside one, by (file, function) -> what
+# it renders: one renders meta.yaml (the first pass, the conda-build render and the CI-file writer compile
+# their templates there), so a second renderer of the recipe cannot pass unnoticed as something else.
+JINJA_USES: dict[tuple[str, str], str] = {
+    ("feedstock_tools/conda/meta_render.py", "<module>"): META_YAML,
+    ("feedstock_tools/conda/jinja_expr.py", "<module>"): "meta.yaml's expressions parsed, not rendered "
+    "(the symbolic evaluator of convert-v1)",
+    ("feedstock_tools/ci/smithy_templates.py", "smithy_jinja_environment"): "conda-smithy's CI templates",
+    ("feedstock_tools/maintainer/render_v1.py", "<module>"): "a v1 recipe's test script lines (${{ }})",
+    ("feedstock_tools/maintainer/render_v1.py", "_v1_tests"): "a v1 recipe's test script lines (${{ }})",
+}
+JINJA_PATTERN = re.compile(r"\b(?:Sandboxed)?Environment\(|\.from_string\(|\bjinja2\.Template\(")
+
+
+def test_every_jinja_environment_is_listed_with_what_it_renders() -> None:
+    """One renderer of meta.yaml: every Jinja environment or template of the tools is in JINJA_USES with
+    what it renders, and one of them renders meta.yaml."""
+    found: dict[tuple[str, str], str] = {}
+    for path in tool_files():
+        functions = enclosing_functions(path)
+        for number, line in code_lines(path):
+            if JINJA_PATTERN.search(line):
+                key = (relative(path), functions.get(number, "<module>"))
+                found.setdefault(key, f"{relative(path)}:{number} (in {key[1]})")
+    unlisted = [where for key, where in found.items() if key not in JINJA_USES]
+    assert not unlisted, (
+        "a Jinja environment or template that is not listed: render meta.yaml through "
+        "feedstock_tools.conda.meta_render (template, load), or list what it renders in JINJA_USES:\n"
+        + "\n".join(unlisted)
+    )
+    assert sorted(set(JINJA_USES) - set(found)) == [], "JINJA_USES lists a use that is gone: remove it"
+    assert list(JINJA_USES.values()).count(META_YAML) == 1
+
+
+def test_the_scan_sees_a_second_renderer(tmp_path: Path) -> None:
+    """The pattern catches the renderers this check replaced (as ci_support.py and first_pass.py wrote them
+    before issue 45)."""
+    source = tmp_path / "second.py"
+    source.write_text(
+        '"""A module."""\n\n\ndef f(selected, text):\n'
+        '    environment = jinja2.Environment(undefined=jinja2.Undefined, extensions=["jinja2.ext.do"])\n'
+        "    return environment.from_string(selected), jinja2.Environment().from_string(text)\n"
+    )
+    assert [number for number, line in code_lines(source) if JINJA_PATTERN.search(line)] == [5, 6]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)

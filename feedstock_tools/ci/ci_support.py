@@ -31,7 +31,6 @@ import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ from feedstock_tools.ci.smithy_templates import (
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.conda import cuda_arch, recipe_v1, used_vars
+from feedstock_tools.conda import cuda_arch, meta_render, recipe_v1, used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.recipe_files import read_recipe_file
@@ -70,7 +69,6 @@ from feedstock_tools.conda.variants import (
     squish,
     variant_add,
 )
-from feedstock_tools.conda.yaml_load import safe_load
 from megabuild import atomic_file
 
 CI_SUPPORT = ".ci_support"
@@ -169,42 +167,16 @@ def _jinja_context(variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> 
     return context
 
 
-@lru_cache(maxsize=64)
-def _template(selected: str) -> jinja2.Template:
-    environment = jinja2.Environment(undefined=jinja2.Undefined, extensions=["jinja2.ext.do"])
-    return environment.from_string(selected)
-
-
-@lru_cache(maxsize=64)
-def _names_in(text: str) -> frozenset[str]:
-    return frozenset(re.findall(r"[A-Za-z_]\w*", text))
-
-
 def render_meta(selected: str, variant: Mapping[str, Any], namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """The recipe (selectors already applied) rendered with Jinja and read as YAML."""
+    """The recipe (selectors already applied) rendered with Jinja and read as YAML (through the one way
+    into meta.yaml, :mod:`feedstock_tools.conda.meta_render`); a name the context lacks renders as empty
+    text."""
     context = _jinja_context(variant, namespace)
-    # Only the names the text mentions can change the result: variants that differ elsewhere share it.
-    names = _names_in(selected)
-    key = tuple(
-        sorted((k, str(v)) for k, v in context.items() if k in names and isinstance(v, str | bool | int))
-    )
-    return _render_cached(selected, key, context)
-
-
-_RENDERED: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
-
-
-def _render_cached(
-    selected: str, key: tuple[tuple[str, str], ...], context: dict[str, Any]
-) -> dict[str, Any]:
-    if (selected, key) not in _RENDERED:
-        try:
-            text = _template(selected).render(**context)
-            loaded = safe_load(text) or {}
-        except (jinja2.TemplateError, yaml.YAMLError) as exc:
-            raise ToolError(f"meta.yaml does not render for {context.get('target_platform')}: {exc}") from exc
-        _RENDERED[(selected, key)] = loaded if isinstance(loaded, dict) else {}
-    return _RENDERED[(selected, key)]
+    try:
+        loaded = meta_render.load(meta_render.template(selected, jinja2.Undefined).render(**context))
+    except (jinja2.TemplateError, yaml.YAMLError) as exc:
+        raise ToolError(f"meta.yaml does not render for {context.get('target_platform')}: {exc}") from exc
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _is_true(value: Any) -> bool:

@@ -14,13 +14,12 @@ its linter and ``conda render recipe`` all go through it. Every variant key (``c
 
 :func:`render_first_pass` renders the recipe that way, then applies the selectors (unknown names are
 False, as in conda-build's ``eval_selector``) and reads the YAML, so a recipe that cannot survive the
-first pass fails here with the line conda-build would report.
+first pass fails here with the line conda-build would report. Jinja and YAML are the other renders'
+(:mod:`feedstock_tools.conda.meta_render`).
 """
 
 from __future__ import annotations
 
-import copy
-import functools
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,9 +30,9 @@ import yaml
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
+from feedstock_tools.conda import meta_render
 from feedstock_tools.conda.selectors import select_lines, selector_namespace
 from feedstock_tools.conda.yaml_errors import rendered_yaml_error
-from feedstock_tools.conda.yaml_load import safe_load
 
 # The names conda-build defines on the first pass that this recipe reads besides the selector namespace:
 # its Jinja functions (jinja_context.py context_processor) and the package variables (environ.py get_dict).
@@ -73,17 +72,6 @@ def _template_line(exc: BaseException) -> int | None:
     return frames[-1].lineno if frames else None
 
 
-@functools.lru_cache(maxsize=16)
-def _compiled_template(text: str) -> jinja2.Template:
-    """Compiled once per recipe text: check and the renders ask for the first pass of every platform."""
-    return jinja2.Environment(undefined=NeverFailUndefined, extensions=["jinja2.ext.do"]).from_string(text)
-
-
-@functools.lru_cache(maxsize=32)
-def _parsed_yaml(text: str) -> Any:
-    return safe_load(text) or {}
-
-
 def render_first_pass(
     recipe_dir: Path, subdir: str, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -99,7 +87,7 @@ def render_first_pass(
         PKG_NAME="", PKG_VERSION="", PKG_BUILDNUM="0", PKG_HASH="1234567", environ=dict(environ or {})
     )
     try:
-        rendered = _compiled_template(text).render(**context)
+        rendered = meta_render.template(text, NeverFailUndefined).render(**context)
     except jinja2.TemplateSyntaxError as exc:
         raise ToolError(f"{meta_path} line {exc.lineno}: Jinja syntax error: {exc.message}") from None
     except (
@@ -113,7 +101,7 @@ def render_first_pass(
         ) from None
     selected = select_lines(rendered, namespace)
     try:
-        data = copy.deepcopy(_parsed_yaml(selected))  # the caller's own: the cached one stays as parsed
+        data = meta_render.load(selected)
     except yaml.YAMLError as exc:
         raise rendered_yaml_error(meta_path, exc, selected) from None
     if not isinstance(data, dict):

@@ -53,7 +53,6 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
 import re
@@ -69,13 +68,12 @@ from feedstock_tools.common import config_selector
 from feedstock_tools.common.configuration import PythonVersion, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.inputs import read_text
-from feedstock_tools.conda import used_vars
+from feedstock_tools.conda import meta_render, used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.selectors import KNOWN_SUBDIRS, SelectorError, select_lines, selector_namespace
 from feedstock_tools.conda.variants import SPECIAL_KEYS, VariantError, explode
 from feedstock_tools.conda.yaml_errors import rendered_yaml_error
-from feedstock_tools.conda.yaml_load import SAFE_LOADER
 
 HASH_LENGTH = 7
 # conda-build renders PKG_HASH as a placeholder and substitutes the real hash into the final string.
@@ -98,25 +96,6 @@ _SPEC_NEEDING_STAR = re.compile(r"([\w\d\.\-\_]+)\s+((?<![><=])[\w\d\.\-\_]+?(?!
 
 # ---- variant configurations --------------------------------------------------------------------------------
 
-
-# conda-build reads meta.yaml with YAML's int and float resolvers removed (its StringifyNumbersLoader):
-# numbers stay strings ("3.10" is not 3.1, a version "2.10" stays "2.10"). A .ci_support file is read as
-# conda-build reads a variant file, every value text (feedstock_tools.common.configuration). The C parser
-# when PyYAML has it: the recipe is parsed many times per configuration.
-_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
-_STRINGIFY_NUMBERS = {
-    first: [(tag, regex) for tag, regex in resolvers if tag not in _NUMBER_TAGS]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-class _StringifyNumbersLoader(SAFE_LOADER):  # type: ignore[misc]
-    """A safe YAML loader that keeps numbers as strings, as conda-build's StringifyNumbersLoader does."""
-
-    yaml_implicit_resolvers = _STRINGIFY_NUMBERS
-
-
-_YAML_LOADER = _StringifyNumbersLoader
 
 Variant = dict[str, Any]
 
@@ -461,34 +440,6 @@ class _LenientUndefined(jinja2.ChainableUndefined):
         return self
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled_template(text: str, lenient: bool = False) -> jinja2.Template:
-    """Compiled once per text: every variant of a platform that selects the same lines shares it."""
-    undefined = _LenientUndefined if lenient else jinja2.StrictUndefined
-    return jinja2.Environment(undefined=undefined, keep_trailing_newline=True).from_string(text)
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed_yaml(text: str) -> Any:
-    """Parsed once per text: two thirds of a render's documents repeat one already parsed (408 parses, 126
-    texts, for four configurations), and PyYAML's constructor is most of a render's time. A ``check`` of
-    all 16 configurations parses 495 texts (3,426 asked for), 171 MB in all: they all fit."""
-    return yaml.load(text, Loader=_YAML_LOADER) or {}
-
-
-def _copy_of(data: Any) -> Any:
-    """A deep copy of a parsed YAML document (dicts, lists and immutable scalars), which a render makes of
-    every document it parses (3,474 in a ``check``): 0.016 s where copy.deepcopy takes 0.028 s for the 92
-    documents of one configuration's render (measured)."""
-    if isinstance(data, dict):
-        return {key: _copy_of(value) for key, value in data.items()}
-    if isinstance(data, list):
-        return [_copy_of(value) for value in data]
-    if isinstance(data, set):  # YAML's !!set
-        return set(data)
-    return data
-
-
 class _RecipeRenderer:
     """Renders one recipe for one target subdir; the methods take the variant being rendered."""
 
@@ -515,7 +466,7 @@ class _RecipeRenderer:
     def template_for(self, text: str) -> jinja2.Template:
         """The compiled template of ``text`` (the recipe after one variant's selectors)."""
         try:
-            return _compiled_template(text, self.lenient)
+            return meta_render.template(text, _LenientUndefined if self.lenient else jinja2.StrictUndefined)
         except jinja2.TemplateSyntaxError as exc:
             raise ToolError(
                 f"Jinja syntax error in {self.meta_path} line {exc.lineno}: {exc.message}"
@@ -601,12 +552,12 @@ class _RecipeRenderer:
             ) from None
         selected = _select(text, scope.namespace, self.meta_path)
         try:
-            data = _parsed_yaml(selected)
+            data = meta_render.load(selected)  # the callers' own copy
         except yaml.YAMLError as exc:
             raise rendered_yaml_error(self.meta_path, exc, selected) from None
         if not isinstance(data, dict):
             raise ToolError(f"{self.meta_path} does not render to a mapping")
-        return _copy_of(data)  # the callers' own: the cached document stays as parsed
+        return data
 
     def top_level(self, scope: _VariantScope) -> dict[str, Any]:
         probe = self.parse(scope, self.context(scope, _OutputIdentity("", ""), 0, _AnySibling()))

@@ -56,7 +56,7 @@ from feedstock_tools.conda.python_floor import skip_line
 from feedstock_tools.conda.recipe_files import check_recipe
 from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
 from feedstock_tools.conda.yaml_load import safe_load
-from feedstock_tools.maintainer import anchor_parity, patch_list, render_v1
+from feedstock_tools.maintainer import anchor_parity, patch_entries, patch_list, render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
 from megabuild import package_files
 
@@ -100,12 +100,10 @@ class Finding:
 
 # --- patches ---------------------------------------------------------------------------------------------
 
-_LISTED_PATCH = re.compile(r"^\s*-\s+([^\s#]+\.(?:patch|diff))\b", re.MULTILINE)
-
 
 def listed_patches(meta_text: str) -> list[str]:
     """Patch paths (relative to the recipe) listed in ``meta.yaml``, whatever their selectors."""
-    return list(dict.fromkeys(_LISTED_PATCH.findall(meta_text)))
+    return list(dict.fromkeys(entry.path for entry in patch_entries.read_entries(meta_text)))
 
 
 def patch_header_problem(text: str) -> str | None:

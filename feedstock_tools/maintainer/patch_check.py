@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock_tools.maintainer.patch_entries import read_entries
 from feedstock_tools.maintainer.patch_evidence import (
     FIXTURES,
     Blob,
@@ -37,7 +38,6 @@ from feedstock_tools.maintainer.patch_hunks import (
 
 # Worst first: a row shows the worst verdict any series gave its hunk.
 _RANK = {Verdict.CONFLICTS: 0, Verdict.UNKNOWN: 1, Verdict.APPLIES: 2}
-_LISTED_WITH_SELECTOR = re.compile(r"^\s*-\s+([^\s#]+\.(?:patch|diff))\b[^#\n]*(?:#\s*(\[.*\]))?", re.M)
 # A patch header's "not verified: <path>@<line> (<why>)" entries (docs/reference/patches.md).
 _NOT_VERIFIED = re.compile(r"not verified: (\S+)@(\d+) \(([^)]+)\)")
 # git's "index <pre-image>..<post-image> [mode]" line of a file diff
@@ -118,7 +118,7 @@ def _number(patch: str) -> str:
 
 def patch_selectors(meta_text: str) -> dict[str, str]:
     """Listed patch -> its line selector (``[win]``), "" where it has none."""
-    return {match[1]: match[2] or "" for match in _LISTED_WITH_SELECTOR.finditer(meta_text)}
+    return {entry.path: f"[{entry.selector}]" if entry.selector else "" for entry in read_entries(meta_text)}
 
 
 def not_verified(patch_text: str) -> dict[str, str]:

@@ -23,7 +23,6 @@ import re
 import subprocess
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from feedstock_tools.common.configuration import read_configuration
@@ -33,47 +32,15 @@ from feedstock_tools.conda import recipe_v1
 from feedstock_tools.conda.recipe_render import render_recipe
 from feedstock_tools.maintainer import patch_evidence, patch_hunks
 from feedstock_tools.maintainer.patch_check import index_ids, not_verified
+from feedstock_tools.maintainer.patch_entries import Entry, read_entries, with_entries
 
 COMMAND = "python -m feedstock_tools patches"
 PATCH_SUFFIX = ".patch"
-# meta.yaml's list: "  patches:" under source, then comment and entry lines indented by four spaces
-_BLOCK = re.compile(r"^  patches:\n(?P<body>(?:    (?:#.*|- .*)\n)*)", re.MULTILINE)
-_ENTRY = re.compile(r"^    - (?P<path>\S+)(?:\s+#\s*\[(?P<selector>[^\[\]]+)\])?\s*$")
 # a patch header's optional line naming the configurations it is for, as a meta.yaml line selector
 _SELECTOR = re.compile(r"^Selector:\s*\[(?P<selector>[^\[\]]+)\]\s*$", re.MULTILINE)
 _SUBJECT = re.compile(r"^Subject: (?:\[PATCH[^\]]*\] )?(?P<text>.*(?:\n .*)*)", re.MULTILINE)
 CONTEXT = 3  # lines kept around a hunk's old lines when cutting them from the source tree
 WIDTH = 110
-
-
-@dataclass(frozen=True)
-class Entry:
-    path: str  # relative to the recipe: "patches/0001-....patch"
-    selector: str | None
-    comments: tuple[str, ...]  # the comment lines above it, as written
-
-    def lines(self) -> list[str]:
-        entry = f"    - {self.path}" + (f"  # [{self.selector}]" if self.selector else "")
-        return [*self.comments, entry]
-
-
-def read_entries(meta_text: str) -> list[Entry]:
-    """meta.yaml's patch list; each entry with the comment lines right above it."""
-    match = _BLOCK.search(meta_text)
-    if match is None:
-        raise ToolError(
-            "recipe/meta.yaml has no '  patches:' list under source (its entries indented by four spaces); "
-            "restore it (git diff recipe/meta.yaml)"
-        )
-    entries, comments = [], []
-    for line in match["body"].splitlines():
-        entry = _ENTRY.match(line)
-        if entry is None:
-            comments.append(line)
-            continue
-        entries.append(Entry(entry["path"], entry["selector"], tuple(comments)))
-        comments = []
-    return entries
 
 
 def subject(patch_text: str) -> str:
@@ -154,11 +121,7 @@ def differences(recipe_dir: Path) -> list[tuple[str, str, str]]:
 
 def listed_text(meta_text: str, recipe_dir: Path) -> str:
     """meta.yaml with its patch list as this command writes it."""
-    match = _BLOCK.search(meta_text)
-    assert match is not None  # read_entries raised otherwise
-    entries = wanted_entries(recipe_dir, read_entries(meta_text))
-    body = "".join(line + "\n" for entry in entries for line in entry.lines())
-    return meta_text[: match.start("body")] + body + meta_text[match.end("body") :]
+    return with_entries(meta_text, wanted_entries(recipe_dir, read_entries(meta_text)))
 
 
 # ---- the pre-image lines of new hunks, cut from the release's source tree ---------------------------------
