@@ -53,8 +53,9 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from feedstock_tools.common import closed_pipe, config_selector, interruption  # noqa: E402
-from feedstock_tools.common.configuration import Configuration, read_configuration  # noqa: E402
+from feedstock_tools.common.configuration import Configuration  # noqa: E402
 from feedstock_tools.common.errors import ToolError  # noqa: E402
+from feedstock_tools.common.feedstock import Feedstock  # noqa: E402
 from feedstock_tools.common.run_lock import LockBusy, RunLock  # noqa: E402
 from feedstock_tools.conda.recipe_files import check_first_pass, check_recipe  # noqa: E402
 from megabuild import atomic_file  # noqa: E402  (every file build-locally writes goes through it)
@@ -111,17 +112,17 @@ class BuildResult:
 
 
 def load_configs(root: Path) -> list[Configuration]:
-    folder = root / ".ci_support"
-    files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+    feedstock = Feedstock(root)
+    files = feedstock.configuration_files()
     if not files:
         raise UserError(
-            f"no configurations in {folder}: "
+            f"no configurations in {feedstock.ci_support}: "
             "run 'python -m feedstock_tools render-ci' (or 'conda smithy rerender')"
         )
     configs = []
     try:
         for path in files:
-            config = read_configuration(path)
+            config = feedstock.configuration(path)
             missing = [key for key in REQUIRED_KEYS if key not in config]
             if missing:
                 raise UserError(
@@ -140,7 +141,7 @@ def by_selector(
     """The configurations a name, part, glob or .ci_support path chooses (common/config_selector.py);
     ``several`` False: a part that matches more than one is an error naming them."""
     if config_selector.is_path(selector):
-        names = [config_selector.resolve_one(selector, root / config_selector.CI_SUPPORT).stem]
+        names = [config_selector.resolve_one(selector, Feedstock(root).ci_support).stem]
     elif several:
         names = config_selector.select([config.name for config in configs], selector)
     else:
@@ -300,10 +301,9 @@ def build_environment(config: Configuration, args: argparse.Namespace, root: Pat
 
 
 def linux_64_image(root: Path) -> str:
-    for path in sorted((root / ".ci_support").glob("linux_64_*.yaml")):
-        image = read_configuration(path).docker_image
-        if image:
-            return image
+    for config in Feedstock(root).configurations("linux_64_*.yaml"):
+        if config.docker_image:
+            return config.docker_image
     raise UserError("no linux_64 configuration names a docker_image to cross-compile macOS targets in")
 
 

@@ -28,6 +28,7 @@ from feedstock_tools.ci.ci_test_policy import (  # noqa: E402
 from feedstock_tools.common.ci_files import read  # noqa: E402  (needs the path above)
 from feedstock_tools.common.configuration import read_configuration  # noqa: E402
 from feedstock_tools.common.errors import InputError  # noqa: E402
+from feedstock_tools.common.feedstock import Feedstock  # noqa: E402
 
 # conda_build_tool -> (command, packages to install). conda-build is conda-smithy's default;
 # "mambabuild" is boa's conda-build front end.
@@ -38,7 +39,7 @@ BUILD_TOOLS = {
 
 
 def setting(name: str) -> str:
-    config = read(FEEDSTOCK_ROOT / "conda-forge.yml")
+    config = read(Feedstock(FEEDSTOCK_ROOT).forge_yml)
     tool = config.get("conda_build_tool", "conda-build")
     if tool not in BUILD_TOOLS:
         raise SystemExit(
@@ -60,7 +61,7 @@ def test_policy(config: dict) -> str:
 def test_options(config_file: Path, machine: str | None) -> str:
     """conda-build's options for this configuration's tests on ``machine`` (default: the one running this);
     stops when the emulator they need is missing."""
-    config = read(FEEDSTOCK_ROOT / "conda-forge.yml")
+    config = read(Feedstock(FEEDSTOCK_ROOT).forge_yml)
     target = read_configuration(config_file).target_platform
     try:
         plan = package_test_plan(test_policy(config), target, machine or running_subdir())

@@ -1,7 +1,7 @@
 """Each fact comes in one way and goes out one way (issue 37): one reader of a ``.ci_support`` file (and one
 of a variant file with selectors), one parser of a Python spec, one reading of ``cuda_compiler_version``, one
-writer of files, one way into the build driver (a plain import). A second one anywhere in the tools fails
-here, naming its file and line, in the manner of
+writer of files, one view of the feedstock's paths and configurations, one way into the build driver (a
+plain import). A second one anywhere in the tools fails here, naming its file and line, in the manner of
 tests/test_import_layers.py.
 
 The scan covers the tools: ``feedstock_tools/``, ``build-locally.py``, ``.scripts/``, ``benchmarks/`` and
@@ -47,7 +47,7 @@ YAML_READS: dict[tuple[str, str], str] = {
     ("feedstock_tools/maintainer/anchor_parity.py", "load_table"): "anchor_parity.yaml",
 }
 YAML_PARSERS = re.compile(
-    r"\byaml\.(?:safe_)?load(?:_all)?\(|\bci_files\.(?:parse|read)\(|(?<![\w.])read\(FEEDSTOCK"
+    r"\byaml\.(?:safe_)?load(?:_all)?\(|\bci_files\.(?:parse|read)\(|(?<![\w.])read\((?:FEEDSTOCK|Feedstock\(FEEDSTOCK)"
     r"|(?<![\w.])(?:safe|base)_load\(|\byaml_load\.(?:safe|base)_load\("
 )
 # PyYAML's loaders with libyaml's parser, which every reader above calls: the loader, not a reader
@@ -92,6 +92,15 @@ RULES = (
         ),
         "write it with the driver's atomic_file (from megabuild import atomic_file: write_text/write_bytes, "
         "or replacing() for a stream)",
+    ),
+    Rule(
+        "feedstock paths",
+        "feedstock_tools/common/feedstock.py",
+        # the folder of configurations and conda-forge.yml named, or a folder's YAML files listed, anywhere
+        # but the one view of the feedstock
+        re.compile(r"""("|')(?:\.ci_support|conda-forge\.yml)\1|\.glob\(\s*f?["'][^"']*\.yaml["']\)"""),
+        "use feedstock_tools.common.feedstock: Feedstock(root).ci_support / .forge_yml / .configurations(), "
+        "or configuration_files(folder)",
     ),
     Rule(
         "driver imports",
@@ -153,8 +162,8 @@ def enclosing_functions(path: Path) -> dict[int, str]:
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
 def test_one_way_each(rule: Rule) -> None:
-    """No second Python-spec parser, reading of cuda_compiler_version, writer of files or way into the
-    build driver."""
+    """No second Python-spec parser, reading of cuda_compiler_version, writer of files, listing of the
+    feedstock's configurations (or path of its conda-forge.yml) or way into the build driver."""
     second = [
         f"{relative(path)}:{number}: {line.strip()}"
         for path in tool_files()
@@ -243,6 +252,7 @@ def test_the_scan_sees_a_second_one(rule: Rule, tmp_path: Path) -> None:
         "cuda": 'cuda = config.get("cuda_compiler_version", ["None"])[0]',
         "writers": 'temporary.write_text(text, encoding="utf-8")',
         "driver imports": 'temporary = import_megabuild("atomic_file")',
+        "feedstock paths": 'config = [text for path in sorted((config / ".ci_support").glob("*.yaml"))]',
     }
     source = tmp_path / "second.py"
     function = "def f(config, python, temporary, text):"

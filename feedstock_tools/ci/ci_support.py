@@ -48,6 +48,7 @@ from feedstock_tools.ci.smithy_templates import (
     smithy_templates,
 )
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import CI_SUPPORT, Feedstock, configuration_files
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import cuda_arch, meta_render, recipe_v1, used_vars
@@ -70,8 +71,6 @@ from feedstock_tools.conda.variants import (
     variant_add,
 )
 from megabuild import atomic_file
-
-CI_SUPPORT = ".ci_support"
 
 # Keys conda-smithy keeps in every CI file whether or not the recipe mentions them (conda-smithy 2026.8.5
 # configure_feedstock.py: _collapse_subpackage_variants, always_keep_keys; target_platform for a recipe
@@ -115,8 +114,7 @@ class RecipeScan:
 
 def migration_files(root: Path) -> list[Path]:
     """The feedstock's migrations, in the order conda-smithy applies them (timestamp, then path)."""
-    folder = root / CI_SUPPORT / "migrations"
-    files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+    files = configuration_files(Feedstock(root).migrations)
     return sorted(files, key=lambda path: (migration_timestamp(read_text(path)), str(path)))
 
 
@@ -600,7 +598,7 @@ def render_platform(
 
 def render_all(root: Path, pinning_dir: Path, provider: str = "github_actions") -> list[CiConfig]:
     """Every CI file conda-smithy would write for ``provider``, in platform order."""
-    settings = read_forge_settings(root / "conda-forge.yml")
+    settings = read_forge_settings(Feedstock(root).forge_yml)
     if not (root / settings.recipe_dir / "meta.yaml").is_file():
         raise ToolError(f"{root / settings.recipe_dir / 'meta.yaml'} not found: nothing to render")
     # conda-smithy sets these in its own process and never resets them between platforms.
@@ -617,7 +615,7 @@ def render_all(root: Path, pinning_dir: Path, provider: str = "github_actions") 
 
 def expected_files(root: Path, pinning_dir: Path) -> dict[Path, str]:
     """Relative path -> text of every file this generator owns."""
-    settings = read_forge_settings(root / "conda-forge.yml")
+    settings = read_forge_settings(Feedstock(root).forge_yml)
     configs = render_all(root, pinning_dir)
     files = {Path(CI_SUPPORT) / f"{config.name}.yaml": config.text for config in configs}
     workflow = root / WORKFLOW
@@ -634,7 +632,7 @@ SKIP_RENDER_GAP = "not in skip_render:"
 
 def _owned_files(root: Path) -> list[Path]:
     """The files present in the folders this generator owns entirely (relative paths)."""
-    present = sorted((root / CI_SUPPORT).glob("*.yaml"))
+    present = Feedstock(root).configuration_files()
     if (root / TEMPLATES).is_dir():
         present += sorted(path for path in (root / TEMPLATES).iterdir() if path.is_file())
     return [path.relative_to(root) for path in present]
@@ -667,7 +665,7 @@ def drift(root: Path, pinning_dir: Path, expected: Mapping[Path, str] | None = N
     for path in executable_paths():
         if (root / path).is_file() and not is_executable(root / path):
             problems.append(f"not executable: {path} (a rerender sets its executable bits)")
-    settings = read_forge_settings(root / "conda-forge.yml")
+    settings = read_forge_settings(Feedstock(root).forge_yml)
     for path in skip_render_gaps(settings):
         problems.append(f"{SKIP_RENDER_GAP} {path} (a rerender would write it)")
     # the v1 recipe is generated from meta.yaml too (each line names convert-v1)
@@ -699,7 +697,7 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
 def arch_list_problems(root: Path) -> list[str]:
     """meta.yaml's GPU architecture lists the build driver would refuse, one line each: no CI file holds
     them, but every CUDA job builds with one (:mod:`feedstock_tools.conda.cuda_arch`)."""
-    settings = read_forge_settings(root / "conda-forge.yml")
+    settings = read_forge_settings(Feedstock(root).forge_yml)
     meta = root / settings.recipe_dir / "meta.yaml"
     return [
         f"{ARCH_LIST_PROBLEM} {problem.line()}"

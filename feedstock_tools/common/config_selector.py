@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedstock_tools.common import feedstock
 from feedstock_tools.common.configuration import Configuration, read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
 
-CI_SUPPORT = ".ci_support"
 GLOB_CHARACTERS = "*?["
 CPU_MARK = "cuda_compiler_versionNone"
 CPU_ALIAS = "cpu"
@@ -46,7 +46,7 @@ class SelectionError(ToolError):
 
 
 def configuration_files(folder: Path) -> list[Path]:
-    files = sorted(folder.glob("*.yaml")) if folder.is_dir() else []
+    files = feedstock.configuration_files(folder)
     if not files:
         raise SelectionError(
             f"no configurations in {folder}: render them with 'python -m feedstock_tools render-ci' "

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from feedstock_tools.common.errors import InputError
+from feedstock_tools.common.feedstock import Feedstock, configuration_files
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.selectors import (
     KNOWN_SUBDIRS,
@@ -44,17 +45,16 @@ _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_]\w*)\s*:", re.MULTILINE)
 
 def in_feedstock(recipe_dir: Path) -> bool:
     """Whether the recipe sits in a feedstock (``.ci_support/`` beside it), whose variant keys are known."""
-    return (recipe_dir.parent / ".ci_support").is_dir()
+    return Feedstock(recipe_dir.parent).ci_support.is_dir()
 
 
 def variant_keys(recipe_dir: Path) -> frozenset[str]:
     """Every variant key the feedstock knows: those of the recipe's ``conda_build_config.yaml``, of every
     ``.ci_support`` file beside the recipe (what conda-smithy rendered from conda-forge's pinning) and of its
     migrations. Only the keys are looked at; each file's own checks are where it is read."""
-    ci_support = recipe_dir.parent / ".ci_support"
+    feedstock = Feedstock(recipe_dir.parent)
     files = [recipe_dir / VARIANT_FILE]
-    if ci_support.is_dir():
-        files += sorted(ci_support.glob("*.yaml")) + sorted(ci_support.glob("migrations/*.yaml"))
+    files += feedstock.configuration_files() + configuration_files(feedstock.migrations)
     keys: set[str] = set()
     for path in files:
         if path.is_file():

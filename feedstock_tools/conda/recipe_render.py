@@ -67,6 +67,7 @@ import yaml
 from feedstock_tools.common import config_selector
 from feedstock_tools.common.configuration import PythonVersion, read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda import meta_render, used_vars
 from feedstock_tools.conda.first_pass import render_first_pass
@@ -841,7 +842,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.subdir is not None:
         raise ToolError("--subdir applies only without CONFIG (a configuration names its own platform)")
     config = config_selector.resolve_one(
-        args.config, args.recipe.resolve().parent / config_selector.CI_SUPPORT, outside=True
+        args.config, Feedstock(args.recipe.resolve().parent).ci_support, outside=True
     )
     rendered = render_recipe(args.recipe, read_configuration(config))
     for output in rendered.outputs:

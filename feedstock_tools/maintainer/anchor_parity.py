@@ -32,6 +32,7 @@ import yaml
 from feedstock_tools.ci.forge_config import read_forge_settings
 from feedstock_tools.common.configuration import NO_CUDA, Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock, configuration_files
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda.recipe_render import RenderedOutput, render_recipe
 from feedstock_tools.conda.script_env import script_environment
@@ -146,7 +147,7 @@ def _families(
 
 
 def config_path(family: Family, ci_support: Path) -> Path:
-    found = sorted(ci_support.glob(family.config))
+    found = configuration_files(ci_support, family.config)
     if len(found) != 1:
         raise ToolError(
             f"family {family.name}: {family.config!r} matches {len(found)} files of {ci_support}; "
@@ -192,12 +193,12 @@ def conda_environ(
 
 def _build_platform(target: str, root: Path = REPO_ROOT) -> str:
     key = target.replace("-", "_")
-    return read_forge_settings(root / "conda-forge.yml").build_platform.get(key, key).replace("_", "-")
+    return read_forge_settings(Feedstock(root).forge_yml).build_platform.get(key, key).replace("_", "-")
 
 
 @cache
 def _recipe_version(root: Path = REPO_ROOT) -> str:
-    config = sorted((root / ".ci_support").glob("linux_64_*.yaml"))[0]
+    config = Feedstock(root).configuration_files("linux_64_*.yaml")[0]
     return render_recipe(root / "recipe", _configuration(config)).outputs[0].version
 
 
@@ -450,7 +451,7 @@ def problems(root: Path = REPO_ROOT) -> list[Problem]:
     """Every disagreement and contradiction of the table with the feedstock at ``root``, and a stale
     document."""
     table = load_table(table_file(root))
-    found = actuals(table, root / ".ci_support", root)
+    found = actuals(table, Feedstock(root).ci_support, root)
     found_problems = disagreement_problems(table, found) + contradictions(table, found)
     document = root / DOC_NAME
     if document.is_file() and document.read_text(encoding="utf-8") != render_markdown(table, root, found):
@@ -470,7 +471,7 @@ def refresh(root: Path) -> tuple[list[Problem], str]:
     """The table's problems with the feedstock at ``root`` (its document aside), and the document rewritten
     from the table where the root has one that differs: (problems, the document's name or "")."""
     table = load_table(table_file(root))
-    found = actuals(table, root / ".ci_support", root)
+    found = actuals(table, Feedstock(root).ci_support, root)
     document = root / DOC_NAME
     written = ""
     if document.is_file():
@@ -506,7 +507,9 @@ def recipe_specs(table: Table, found: Mapping[str, Actual]) -> dict[str, str]:
 
 def render_markdown(table: Table, root: Path = REPO_ROOT, found: Mapping[str, Actual] | None = None) -> str:
     counts = summary(table)
-    specs = recipe_specs(table, found if found is not None else actuals(table, root / ".ci_support", root))
+    specs = recipe_specs(
+        table, found if found is not None else actuals(table, Feedstock(root).ci_support, root)
+    )
     lines = [
         "# This feedstock held against conda-forge's 2.13.0 recipe",
         "",
@@ -580,7 +583,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     root = args.root
     table = load_table(table_file(root))
-    found = actuals(table, args.ci_support or root / ".ci_support", root)
+    found = actuals(table, args.ci_support or Feedstock(root).ci_support, root)
     lines = [p.line() for p in disagreement_problems(table, found) + contradictions(table, found)]
     for line in lines:
         print(line)

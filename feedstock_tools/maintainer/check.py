@@ -49,6 +49,7 @@ from feedstock_tools.common.configuration import (
     version_key,
 )
 from feedstock_tools.common.errors import InputError, ToolError
+from feedstock_tools.common.feedstock import CI_SUPPORT, Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import cuda_arch, recipe_v1
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
@@ -280,7 +281,7 @@ def check_ci_support(root: Path, pinning: Path, expected: Mapping[Path, str] | N
     except InputError:  # a broken input file stops the check (one line), it is not a finding
         raise
     except ToolError as exc:
-        return [Finding("ci-support", ".ci_support", str(exc))]
+        return [Finding("ci-support", CI_SUPPORT, str(exc))]
 
 
 # a drift line of render-ci (and convert-v1): "<problem>: <path>[<detail>]"
@@ -292,7 +293,7 @@ def drift_finding(line: str) -> Finding:
     the message, after the path, said both twice)."""
     match = _DRIFT_LINE.match(line)
     if match is None:
-        return Finding("ci-support", ".ci_support", line)
+        return Finding("ci-support", CI_SUPPORT, line)
     return Finding("ci-support", match["path"], match["problem"] + match["detail"])
 
 
@@ -320,7 +321,7 @@ def _expected_configs(root: Path, files: Mapping[Path, str]) -> dict[str, Config
     return {
         path.stem: parse_configuration(text, root / path)
         for path, text in sorted(files.items())
-        if path.parent.as_posix() == ci_support.CI_SUPPORT
+        if path.parent.as_posix() == CI_SUPPORT
     }
 
 
@@ -448,8 +449,8 @@ def run_checks(
     except ToolError as exc:
         return [
             *findings,
-            Finding("ci-support", ".ci_support", str(exc)),
-            Finding("render", ".ci_support", str(exc)),
+            Finding("ci-support", CI_SUPPORT, str(exc)),
+            Finding("render", CI_SUPPORT, str(exc)),
         ]
     findings += check_ci_support(root, pinning, expected)
     rendered_findings, series, versions = check_configurations(recipe_dir, _expected_configs(root, expected))
@@ -491,7 +492,7 @@ def check_recipe_v1(
         return [*findings, Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", unreadable)]
     errors: dict[str, list[str]] = {}
     differences = []
-    for path in configs or sorted((root / ".ci_support").glob("*.yaml")):
+    for path in configs or Feedstock(root).configuration_files():
         try:
             differences += render_v1.compare_config(recipe_dir, path, v1_dir)[1]
         except (ToolError, ValueError) as exc:

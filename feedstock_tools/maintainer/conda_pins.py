@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import configuration_files
 from feedstock_tools.common.inputs import read_text
 from feedstock_tools.conda.recipe_render import render_variant_data
 from feedstock_tools.conda.selectors import SelectorError
@@ -67,9 +68,7 @@ def _without_migrator_block(text: str) -> str:
 def conda_forge_pins(pinning_dir: Path, subdir: str) -> dict[str, list[str]]:
     """Global pinning plus the unpaused migrations in ``pinning_dir/migrations`` (key_add appends)."""
     pins = read_variant_file(pinning_dir / "conda_build_config.yaml", subdir)
-    migrations_dir = pinning_dir / "migrations"
-    migrations = sorted(migrations_dir.glob("*.yaml")) if migrations_dir.is_dir() else []
-    for migration in migrations:
+    for migration in configuration_files(pinning_dir / "migrations"):
         header = _migrator_header(migration)
         if header.get("paused"):
             continue

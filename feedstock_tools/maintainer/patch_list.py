@@ -25,8 +25,8 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import recipe_v1
 from feedstock_tools.conda.recipe_render import render_recipe
@@ -200,12 +200,13 @@ def _segment(data: bytes, read_from: str, hunk: patch_hunks.Hunk, patch: str, so
 
 def recipe_version(root: Path) -> str:
     """The version meta.yaml renders to (its first .ci_support configuration's render)."""
-    configs = sorted((root / ".ci_support").glob("*.yaml"))
+    feedstock = Feedstock(root)
+    configs = feedstock.configuration_files()
     if not configs:
         raise ToolError(
-            f"no configuration in {root / '.ci_support'}: run python -m feedstock_tools render-ci"
+            f"no configuration in {feedstock.ci_support}: run python -m feedstock_tools render-ci"
         )
-    rendered = render_recipe(root / "recipe", read_configuration(configs[0]))
+    rendered = render_recipe(feedstock.recipe_dir, feedstock.configuration(configs[0]))
     return rendered.outputs[0].version
 
 

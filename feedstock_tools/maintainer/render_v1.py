@@ -46,6 +46,7 @@ import jinja2
 
 from feedstock_tools.common.config_selector import configuration_files
 from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import rattler_render, recipe_render, recipe_v1
 from feedstock_tools.conda.script_env import script_environment
@@ -381,7 +382,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--recipe-dir", type=Path, default=REPO_ROOT / "recipe", help="default: recipe/")
     parser.add_argument("--v1-dir", type=Path, default=REPO_ROOT / V1_DIRNAME, help=f"default: {V1_DIRNAME}/")
     parser.add_argument(
-        "--ci-support", type=Path, default=REPO_ROOT / ".ci_support", help="default: .ci_support/"
+        "--ci-support", type=Path, default=Feedstock(REPO_ROOT).ci_support, help="default: .ci_support/"
     )
     parser.set_defaults(func=_main)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common import tree_journal
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.python_floor import python_floor_skip
@@ -74,6 +75,15 @@ class BumpState:
     floor: str = ""
     evidence: patch_rows.ReleaseEvidence | None = None
     rows: list[Row] = field(default_factory=list)
+    view: Feedstock | None = None
+
+    @property
+    def feedstock(self) -> Feedstock:
+        """The tree as the stages read it, each configuration read once; a new view once render-ci wrote
+        the configurations."""
+        if self.view is None:
+            self.view = Feedstock(self.root)
+        return self.view
 
     @property
     def the_release(self) -> Release:
@@ -132,7 +142,7 @@ def backend(state: BumpState) -> None:
 
 def requirements(state: BumpState) -> None:
     state.new_meta, rows = requirement_rows.requirement_changes(
-        state.the_release, state.new_meta, state.root / ".ci_support"
+        state.the_release, state.new_meta, state.feedstock
     )
     state.rows += rows
 
@@ -178,6 +188,7 @@ def render_ci(state: BumpState) -> None:
     """render-ci's writer: .ci_support, the workflow and recipe-v1/ converted from the bumped meta.yaml
     (convert-v1), so every change above reaches the v1 recipe and nothing is left to mirror by hand."""
     written = ci_support.write_files(state.root, state.pinning)
+    state.view = None  # the rows below read the configurations just written
     state.rows.append(
         Row(
             "ci",
@@ -190,15 +201,15 @@ def render_ci(state: BumpState) -> None:
 
 
 def bundled(state: BumpState) -> None:
-    state.rows += bundled_rows.bundled_rows(state.root, state.the_release)
+    state.rows += bundled_rows.bundled_rows(state.feedstock, state.the_release)
 
 
 def cuda(state: BumpState) -> None:
-    state.rows += cuda_rows.cuda_rows(state.root, state.the_release)
+    state.rows += cuda_rows.cuda_rows(state.feedstock, state.the_release)
 
 
 def linkage(state: BumpState) -> None:
-    state.rows += linkage_rows.linkage_rows(state.root, state.the_release, state.previous)
+    state.rows += linkage_rows.linkage_rows(state.feedstock, state.the_release, state.previous)
 
 
 def anchor(state: BumpState) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.release.release_metadata import Release
 from feedstock_tools.release.rows import PERSON, SAME, Row
 
@@ -53,9 +52,9 @@ BUNDLED_PINS = (
 )
 
 
-def bundled_rows(root: Path, release: Release) -> list[Row]:
+def bundled_rows(feedstock: Feedstock, release: Release) -> list[Row]:
     rows = []
-    configs = [read_configuration(p) for p in sorted((root / ".ci_support").glob("*.yaml"))]
+    configs = feedstock.configurations()
     for pin in BUNDLED_PINS:
         found = release.text(pin.header)
         match = re.search(pin.pattern, found[1]) if found else None

@@ -4,9 +4,9 @@ CMake accepts against the oldest one built."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from feedstock_tools.common.configuration import cuda_versions, read_configuration
+from feedstock_tools.common.configuration import cuda_versions
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.maintainer.version_compare import version_key
 from feedstock_tools.release.release_metadata import Release, cuda_of, requirements
 from feedstock_tools.release.rows import PERSON, SAME, Row
@@ -16,11 +16,10 @@ CUDA_CMAKE = "torch/share/cmake/Caffe2/public/cuda.cmake"
 CUDA_FLOOR = re.compile(r"if\(CUDA_VERSION VERSION_LESS ([\d.]+)\)")
 
 
-def cuda_rows(root: Path, release: Release) -> list[Row]:
+def cuda_rows(feedstock: Feedstock, release: Release) -> list[Row]:
     rows = []
     built: dict[str, list[str]] = {}
-    for path in sorted((root / ".ci_support").glob("*.yaml")):
-        config = read_configuration(path)
+    for config in feedstock.configurations():
         built.setdefault(config.target_platform, []).extend(cuda_versions(config))
     upstream = requirements(release)
     for subdir, source in release.wheels.items():

@@ -9,8 +9,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.maintainer.version_compare import version_key
 from feedstock_tools.proofs.wheels import linkage, wheel_layout
 from feedstock_tools.release.release_metadata import Release, cuda_of
@@ -18,12 +18,11 @@ from feedstock_tools.release.rows import PERSON, SAME, Row, examples
 from feedstock_tools.release.wheel_source import WheelSource
 
 
-def config_for(root: Path, subdir: str, cuda: str | None) -> Path | None:
+def config_for(feedstock: Feedstock, subdir: str, cuda: str | None) -> Path | None:
     """The rendered configuration the linkage of a wheel is checked against: its subdir, generic BLAS where
     there is one, the CUDA version nearest the wheel's (CPU for a CPU wheel)."""
     configs = []
-    for path in sorted((root / ".ci_support").glob("*.yaml")):
-        config = read_configuration(path)
+    for config in feedstock.configurations():
         if config.target_platform != subdir:
             continue
         if (cuda is None) != (config.cuda is None) or config.arm_variant == "tegra":
@@ -32,7 +31,7 @@ def config_for(root: Path, subdir: str, cuda: str | None) -> Path | None:
         if cuda and config.cuda:
             distance = abs(version_key(config.cuda)[-1] - version_key(cuda)[-1])
             major = abs(version_key(config.cuda)[0] - version_key(cuda)[0])
-        configs.append(((major, distance, config.blas != "generic"), path))
+        configs.append(((major, distance, config.blas != "generic"), config.path))
     return min(configs)[1] if configs else None
 
 
@@ -40,7 +39,7 @@ def needed_libraries(source: WheelSource) -> set[str]:
     return {library for needs in source.needs().values() for library in needs.needed}
 
 
-def linkage_rows(root: Path, release: Release, previous: Release | None) -> list[Row]:
+def linkage_rows(feedstock: Feedstock, release: Release, previous: Release | None) -> list[Row]:
     """Each wheel's binaries staged by the table and checked against the bumped recipe (the needs lists),
     after the libraries they need that the current version's binaries did not (or no longer)."""
     rows = []
@@ -61,7 +60,7 @@ def linkage_rows(root: Path, release: Release, previous: Release | None) -> list
                 )
             )
         cuda = cuda_of(source)
-        config = config_for(root, subdir, cuda)
+        config = config_for(feedstock, subdir, cuda)
         if config is None:
             rows.append(
                 Row("linkage", subdir, "", f"no configuration for CUDA {cuda}", PERSON, "render-ci first")
@@ -75,7 +74,7 @@ def linkage_rows(root: Path, release: Release, previous: Release | None) -> list
             if f.path in needs or f.path in markers or f.path.endswith(".dist-info/METADATA")
         ]
         try:
-            report = _check_skeleton(root, source.name, members, needs, config)
+            report = _check_skeleton(feedstock.root, source.name, members, needs, config)
         except ToolError as exc:
             rows.append(
                 Row("linkage", subdir, config.name, str(exc), PERSON, "place the binary in the staging table")

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from feedstock_tools.common.configuration import Configuration, read_configuration
+from feedstock_tools.common.configuration import Configuration
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.conda.selectors import evaluate_selector, selector_namespace
 from feedstock_tools.maintainer.deps import DEPENDENCIES
 from feedstock_tools.maintainer.upstream_versions import normalise_name
@@ -65,10 +65,9 @@ class SelectedConfiguration:
         return f"{subdir} CUDA {self.cuda}" if self.cuda else f"{subdir} CPU"
 
 
-def configurations(ci_support: Path) -> list[SelectedConfiguration]:
+def configurations(feedstock: Feedstock) -> list[SelectedConfiguration]:
     found = []
-    for path in sorted(ci_support.glob("*.yaml")):
-        config = read_configuration(path)
+    for config in feedstock.configurations():
         variant = {key: value for key in config if (value := config.first(key)) is not None}
         found.append(SelectedConfiguration(config, selector_namespace(config.target_platform, variant)))
     return found
@@ -161,9 +160,9 @@ def _series_lines(
     return lines, others
 
 
-def requirement_changes(release: Release, meta: str, ci_support: Path) -> tuple[str, list[Row]]:
+def requirement_changes(release: Release, meta: str, feedstock: Feedstock) -> tuple[str, list[Row]]:
     """The pytorch output's run requirements brought to the wheels' Requires-Dist, and their rows."""
-    configs = configurations(ci_support)
+    configs = configurations(feedstock)
     lines = recipe_edit.run_requirement_lines(meta)
     names = list(dict.fromkeys(line.name for line in lines))
     cuda = release_cuda(release)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from feedstock_tools.common import full_device
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import CI_SUPPORT
 from feedstock_tools.common.tree_journal import Journal, Snapshot
 
 # Directories (whole) and files, relative to the feedstock root, that the bump or render-ci may write or
@@ -26,7 +27,7 @@ WRITTEN: tuple[str, ...] = (
     "recipe/conda_build_config.yaml",
     "recipe-v1",
     "tests/patch_fixtures",
-    ".ci_support",
+    CI_SUPPORT,
     ".github",
     "templates",
     ".scripts",

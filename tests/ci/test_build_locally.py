@@ -132,6 +132,7 @@ def feedstock(tmp_path: Path) -> Feedstock:
         "common/config_selector.py",
         "common/configuration.py",
         "common/errors.py",
+        "common/feedstock.py",
         "common/inputs.py",
         "common/interruption.py",
         "common/run_lock.py",

@@ -109,6 +109,7 @@ def scripts_copy(tmp_path: Path) -> Path:
         "common/ci_files.py",
         "common/configuration.py",
         "common/errors.py",
+        "common/feedstock.py",
         "common/inputs.py",
     ):
         (tmp_path / "feedstock_tools" / module).parent.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from run_once import made_once_per_run
 from feedstock_tools.__main__ import main
 from feedstock_tools.common import user_cache
 from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import python_floor, recipe_v1
 from feedstock_tools.maintainer import check, patch_hunks, render_v1
@@ -429,7 +430,7 @@ def test_the_next_bump_keeps_each_cuda_series(worked: Worked, bumped: BumpRun) -
     later = [v for v in fixture_versions() if version_key(v) > version_key(bumped.version)]
     release = load_release([FIXTURES], later[0] if later else bumped.version)
     meta = (worked.root / "recipe/meta.yaml").read_text()
-    new_meta, found = requirement_rows.requirement_changes(release, meta, worked.root / ".ci_support")
+    new_meta, found = requirement_rows.requirement_changes(release, meta, Feedstock(worked.root))
     cuda = release_cuda(release)
     lines = per_cuda_version_lines(meta)
     assert lines, "the worked recipe has a line per CUDA version (cuda-bindings)"

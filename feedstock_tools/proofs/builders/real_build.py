@@ -42,6 +42,7 @@ from feedstock_tools.common import user_cache
 from feedstock_tools.common.config_selector import resolve_one
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.conda import rattler_render
@@ -664,7 +665,7 @@ def _say(line: str) -> None:
 def _main(args: argparse.Namespace) -> int:
     if args.builder != "conda-build" and (args.conda_tools or args.hash_seed is not None):
         raise ToolError("--conda-tools and --hash-seed are conda-build's: add --builder conda-build")
-    config = read_configuration(resolve_one(args.config, REPO_ROOT / ".ci_support"))
+    config = read_configuration(resolve_one(args.config, Feedstock(REPO_ROOT).ci_support))
     pythons = args.python
     if pythons == ["all"]:
         # every Python of the configuration that this machine has (the rehearsal skips the others too)

@@ -19,10 +19,11 @@ from pathlib import Path
 from feedstock_tools.common import config_selector, inputs, user_cache
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.proofs.rehearsal import harness, report
 from megabuild import atomic_file
 
-CI_SUPPORT = harness.REPO_ROOT / ".ci_support"
+CI_SUPPORT = Feedstock(harness.REPO_ROOT).ci_support
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -123,13 +123,14 @@ def target_for(subdir: str, feedstock_root: Path) -> Target:
     """``subdir`` as built by CI: on the machine conda-forge.yml's ``build_platform`` names for it."""
     from feedstock_tools.ci.forge_config import read_forge_settings
     from feedstock_tools.common.errors import ToolError
+    from feedstock_tools.common.feedstock import Feedstock
 
     if subdir not in TARGETS:
         raise ToolError(
             f"target_platform {subdir} cannot be rehearsed (known: {', '.join(TARGETS)}): add it to "
             "TARGETS in feedstock_tools/proofs/rehearsal/target.py"
         )
-    build_platform = read_forge_settings(feedstock_root / "conda-forge.yml").build_platform
+    build_platform = read_forge_settings(Feedstock(feedstock_root).forge_yml).build_platform
     build_subdir = build_platform.get(subdir.replace("-", "_"), subdir).replace("_", "-")
     if build_subdir not in TARGETS:
         raise ToolError(

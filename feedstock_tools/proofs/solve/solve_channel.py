@@ -22,8 +22,10 @@ import yaml
 
 from feedstock_tools.ci.ci_support import combined_spec
 from feedstock_tools.ci.forge_config import read_forge_settings
-from feedstock_tools.common.configuration import Configuration, PythonVersion, read_configuration
+from feedstock_tools.common import config_selector
+from feedstock_tools.common.configuration import Configuration, PythonVersion
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.conda.recipe_render import RenderedOutput, apply_pin_expressions, render_recipe
 from feedstock_tools.conda.yaml_load import safe_load
 from megabuild import atomic_file
@@ -151,17 +153,9 @@ _optional = _pin
 # ---- our packages ------------------------------------------------------------------------------------------
 
 
-def configs_of(ci_support: Path) -> list[Configuration]:
-    """Every configuration of ``ci_support``, each file read once."""
-    paths = sorted(ci_support.glob("*.yaml"))
-    if not paths:
-        raise ToolError(f"no configurations in {ci_support}; run 'python -m feedstock_tools render-ci'")
-    return [read_configuration(path) for path in paths]
-
-
 def build_subdir_of(feedstock_root: Path, target: str) -> str:
     """The machine CI builds ``target`` on (conda-forge.yml build_platform): cross-python lines need it."""
-    settings = read_forge_settings(feedstock_root / "conda-forge.yml")
+    settings = read_forge_settings(Feedstock(feedstock_root).forge_yml)
     key = target.replace("-", "_")
     return settings.build_platform.get(key, key).replace("_", "-")
 
@@ -411,7 +405,7 @@ def build_channel(
 ) -> Channel:
     """The recipe's packages and their dependencies; a one-line ToolError when a dependency has no record."""
     metadata = load_metadata(metadata_path)
-    configs = configs_of(ci_support)
+    configs = config_selector.configurations(ci_support)
     channel = Channel()
     for entry in package_records(
         feedstock_root, recipe_dir, configs, metadata=metadata, pinning_dir=pinning_dir, progress=progress

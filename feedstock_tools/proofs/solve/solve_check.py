@@ -25,6 +25,7 @@ import yaml
 
 from feedstock_tools.common import inputs
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import cuda_arch
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
@@ -430,7 +431,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--ci-support",
         type=Path,
-        default=REPO_ROOT / ".ci_support",
+        default=Feedstock(REPO_ROOT).ci_support,
         help="the configurations (default: .ci_support/)",
     )
     add_pinning_argument(parser)

@@ -47,6 +47,7 @@ from pathlib import Path
 from feedstock_tools.common import config_selector, inputs
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
+from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.path_safety import inside
 from feedstock_tools.common.recipe_imports import RECIPE_DIR, REPO_ROOT
 from feedstock_tools.proofs.wheels import linkage
@@ -55,7 +56,7 @@ from megabuild import atomic_file, package_files, staging
 from megabuild import errors as _megabuild_errors
 
 UpstreamTrees = staging.UpstreamTrees
-CI_SUPPORT = REPO_ROOT / ".ci_support"
+CI_SUPPORT = Feedstock(REPO_ROOT).ci_support
 
 # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl: name, version, python tag, abi tag, platform tag
 # (manylinux_2_28_aarch64, linux_x86_64, macosx_14_0_arm64, win_amd64)
