@@ -474,7 +474,7 @@ def run_sequence(configs: Sequence[Configuration], args: argparse.Namespace, roo
         results.append(BuildResult(config.name, result, elapsed, produced))
         if args.prune and index < len(configs):
             # A CUDA megabuild leaves tens of GB of images and build cache behind.
-            subprocess.run(["docker", "system", "prune", "--force"], cwd=root, check=False)
+            interruption.run_child(["docker", "system", "prune", "--force"], root, dict(os.environ))
     write_log_zip(root)
     print()
     print(

@@ -260,3 +260,75 @@ def test_the_scan_sees_a_second_one(rule: Rule, tmp_path: Path) -> None:
     assert [number for number, line in code_lines(source) if rule.pattern.search(line)] == [5]
     source.write_text(f"# {before[rule.name]}\n")  # a comment is not code
     assert not [line for _, line in code_lines(source) if rule.pattern.search(line)]
+
+
+# Every child process the tools start themselves, by (file, function) -> why it is short. Anything long (an
+# install, a build, a channel made, a probe that compiles) runs through the one runner
+# (recipe/megabuild/child_process.py run_child: its own process group, stopped as a whole on an interruption
+# or a deadline, its output in a log): interruption.run_child / run_logged, cache_store's Making.run.
+RUNNER_SCAN = ("feedstock_tools/", "build-locally.py")
+CHILD_PROCESS = re.compile(
+    r"\bsubprocess\.(?:run|Popen|check_output|check_call|call)\(|\bos\.(?:system|popen|exec\w*|spawn\w*)\("
+)
+SHORT_CHILDREN: dict[tuple[str, str], str] = {
+    ("feedstock_tools/maintainer/patch_list.py", "_pre_image"): "git cat-file of one blob",
+    (
+        "feedstock_tools/proofs/builders/local_channel.py",
+        "python_packages",
+    ): "an interpreter prints its version",
+    ("feedstock_tools/proofs/builders/local_channel.py", "compiler_package"): "a compiler's -dumpfullversion",
+    ("feedstock_tools/proofs/builders/local_channel.py", "_system_library"): "gcc -print-file-name",
+    ("feedstock_tools/proofs/builders/local_channel.py", "tool_package"): "a program's --version",
+    ("feedstock_tools/proofs/builders/real_build.py", "install_and_use"): "python imports torch once and "
+    "prints one JSON line (its version, CUDA and MAGMA flags)",
+    ("feedstock_tools/proofs/gpu_check.py", "find_gpu"): "nvidia-smi -L",
+    ("feedstock_tools/proofs/gpu_check.py", "query_interpreter"): "an interpreter prints its paths",
+    ("feedstock_tools/proofs/rehearsal/prefixes.py", "pyenv_versions_dir"): "pyenv root",
+    ("feedstock_tools/proofs/rehearsal/prefixes.py", "interpreter_identity"): "an interpreter prints its "
+    "version",
+    ("feedstock_tools/proofs/rehearsal/prefixes.py", "tool_identity"): "a program's --version",
+    ("feedstock_tools/proofs/rehearsal/relocation.py", "relocate"): "patchelf reads or sets one file's RPATH",
+    ("feedstock_tools/proofs/rehearsal/report.py", "import_checks"): "the stand-in's import check, one "
+    "python -c of a tiny package",
+    (
+        "feedstock_tools/proofs/rehearsal/target.py",
+        "make_target_interpreter",
+    ): "compileall of two small files",
+    ("feedstock_tools/proofs/solve/solver_process.py", "running"): "not short but not run to its end: the "
+    "solver child answers one job line at a time over pipes and ends when its input closes (_close)",
+    ("feedstock_tools/release/wheel_source.py", "pip_cache_dir"): "pip cache dir",
+    ("build-locally.py", "check_docker"): "docker info, under its own timeout",
+}
+
+
+def test_every_child_process_outside_the_runner_is_short_and_listed() -> None:
+    """One child-process runner: every process the tools start outside it is in SHORT_CHILDREN with why it
+    is short (a --version, a query), so a long child (an install, a build) cannot start outside it."""
+    found: dict[tuple[str, str], str] = {}
+    for path in tool_files():
+        if not relative(path).startswith(RUNNER_SCAN):
+            continue
+        functions = enclosing_functions(path)
+        for number, line in code_lines(path):
+            if CHILD_PROCESS.search(line):
+                key = (relative(path), functions.get(number, "<module>"))
+                found.setdefault(key, f"{relative(path)}:{number} (in {key[1]})")
+    unlisted = [where for key, where in found.items() if key not in SHORT_CHILDREN]
+    assert not unlisted, (
+        "a child process outside the one runner: run a long one with interruption.run_child or "
+        "interruption.run_logged (recipe/megabuild/child_process.py), or list a short query in "
+        "SHORT_CHILDREN with why it is short:\n" + "\n".join(unlisted)
+    )
+    assert sorted(set(SHORT_CHILDREN) - set(found)) == [], "SHORT_CHILDREN lists a child that is gone"
+
+
+def test_the_scan_sees_a_long_child_outside_the_runner(tmp_path: Path) -> None:
+    """The pattern catches the long children this check moved (as gpu_check.py and build-locally.py ran
+    them before issue 45)."""
+    source = tmp_path / "second.py"
+    source.write_text(
+        '"""A module."""\n\n\ndef f(step, variables, root):\n'
+        "    ran = subprocess.run(step, capture_output=True, env=variables, check=False, timeout=540)\n"
+        '    subprocess.run(["docker", "system", "prune", "--force"], cwd=root, check=False)\n'
+    )
+    assert [number for number, line in code_lines(source) if CHILD_PROCESS.search(line)] == [5, 6]

@@ -12,8 +12,11 @@ only: build-locally.py uses it.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from megabuild import child_process, interrupt
 
@@ -23,6 +26,24 @@ run_child = child_process.run_child
 # A tool's child gets longer than the driver's build (interrupt.GRACE_SECONDS) to stop: the rehearsal's
 # build script is the driver, which first waits for its own build.
 GRACE_SECONDS = 2 * interrupt.GRACE_SECONDS
+
+
+def run_logged(
+    command: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path, timeout: float | None = None
+) -> tuple[int, list[str]]:
+    """``command`` through the one runner, its stdout and stderr in ``log`` (a fresh file): its exit status
+    and the log's lines. A child still running after ``timeout`` seconds is stopped, its whole group, and
+    ``subprocess.TimeoutExpired`` raised, as ``subprocess.run(..., timeout=...)`` raises it."""
+    on_tick = None
+    if timeout is not None:
+        deadline = time.monotonic() + timeout
+
+        def on_tick() -> None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(list(command), timeout)
+
+    status = run_child(command, cwd, env, log=log, on_tick=on_tick, grace=GRACE_SECONDS)
+    return status, log.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
 @contextmanager

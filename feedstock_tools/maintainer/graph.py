@@ -10,12 +10,12 @@ summary keeps the full lists.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from feedstock_tools.common import inputs
+from feedstock_tools.common import inputs, interruption
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.path_safety import component
 from feedstock_tools.maintainer.build_structure import (
@@ -199,16 +199,15 @@ def write_outputs(
         dot_file = atomic_file.write_text(Path(scratch) / f"{name}.dot", dot_text)
         for image in formats:
             drawn = Path(scratch) / f"{name}.{image}"
-            result = subprocess.run(
+            status, said = interruption.run_logged(
                 ["dot", f"-T{image}", "-o", str(drawn), str(dot_file)],
-                capture_output=True,
-                text=True,
-                check=False,
+                Path.cwd(),
+                os.environ,
+                Path(scratch) / f"{name}.{image}.log",
             )
-            if result.returncode != 0:
-                raise ToolError(
-                    f"Graphviz dot failed to draw {image}: {result.stderr.strip().splitlines()[-1:]}"
-                )
+            if status != 0:
+                last = [line for line in said if line.strip()][-1:]
+                raise ToolError(f"Graphviz dot failed to draw {image}: {last}")
             outputs[drawn.name] = drawn.read_bytes()
     written = []
     for file_name, content in sorted(outputs.items()):

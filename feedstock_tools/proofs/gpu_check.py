@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedstock_tools.common import inputs
+from feedstock_tools.common import inputs, interruption
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.recipe_imports import RECIPE_DIR
 from feedstock_tools.proofs.wheels import wheel_layout
@@ -220,26 +220,20 @@ def probe_variables(env: Path, tag, interpreter: Interpreter, work: Path) -> dic
     return variables
 
 
-def run_probe(script: str | Path, variables: dict[str, str], python: Path, timeout: float) -> dict:
-    """Run a probe (code, or a check script that takes --require-gpu) and read the JSON line it prints."""
+def run_probe(script: str | Path, variables: dict[str, str], python: Path, timeout: float, log: Path) -> dict:
+    """Run a probe (code, or a check script that takes --require-gpu) through the one runner, its output in
+    ``log``, and read the JSON line it prints."""
     arguments = [str(script), "--require-gpu"] if isinstance(script, Path) else ["-c", script]
     try:
-        ran = subprocess.run(
-            [python, *arguments],
-            capture_output=True,
-            text=True,
-            env=variables,
-            timeout=timeout,
-            check=False,
-        )
+        status, said = interruption.run_logged([str(python), *arguments], Path.cwd(), variables, log, timeout)
     except subprocess.TimeoutExpired:
         return {"probe_error": f"no answer within {timeout:.0f}s"}
-    lines = [line for line in ran.stdout.splitlines() if line.startswith("{")]
-    if ran.returncode != 0 or not lines:
-        output = (ran.stdout + ran.stderr).strip().splitlines()
+    lines = [line for line in said if line.startswith("{")]
+    if status != 0 or not lines:
+        output = "\n".join(said).strip().splitlines()
         # a compiler's first "error:" says more than ninja's last lines
         errors = [line for line in output if re.search(r":\d+(:\d+)?: (fatal )?error:", line)][:2]
-        return {"probe_error": f"exit {ran.returncode}: {' | '.join(errors + output[-2:])}"}
+        return {"probe_error": f"exit {status}: {' | '.join(errors + output[-2:])}"}
     return json.loads(lines[-1])
 
 
@@ -343,12 +337,18 @@ def check_cmake_consumer(env: Path, variables: dict[str, str], work: Path) -> Ch
         "cmake", "-S", str(RECIPE_DIR / "cmake_test"), "-B", str(build), "-G", "Ninja",
         f"-DTorch_DIR={env / 'share' / 'cmake' / 'Torch'}",
     ]  # fmt: skip
-    for step in (configure, ["cmake", "--build", str(build)], [str(build / "torch_consumer")]):
-        ran = subprocess.run(step, capture_output=True, text=True, env=variables, check=False, timeout=540)
-        if ran.returncode != 0:
-            tail = " | ".join((ran.stdout + ran.stderr).strip().splitlines()[-4:])
+    steps = {
+        "configure": configure,
+        "build": ["cmake", "--build", str(build)],
+        "run": [str(build / "torch_consumer")],
+    }
+    for name, step in steps.items():
+        log = work / f"cmake-consumer-{name}.log"
+        status, said = interruption.run_logged(step, Path.cwd(), variables, log, timeout=540)
+        if status != 0:
+            tail = " | ".join("\n".join(said).strip().splitlines()[-4:])
             return CheckResult("cmake-consumer", False, f"{Path(step[0]).name} failed: {tail}")
-    output = ran.stdout.strip().splitlines()
+    output = "\n".join(said).strip().splitlines()
     ok = output[-1] == "OK" and any(line.startswith("CUDA") and "ok" in line for line in output)
     return CheckResult("cmake-consumer", ok, " / ".join(output))
 
@@ -382,14 +382,25 @@ def run(args: argparse.Namespace, gpu_finder: Callable[[], str | None] = find_gp
     full = environments["env"]
     variables = probe_variables(full, tag, interpreter, work)
     print("checking torch in env ...", flush=True)
-    results = check_torch(full, run_probe(TORCH_PROBE, variables, interpreter.python, 300), tag)
+    results = check_torch(
+        full, run_probe(TORCH_PROBE, variables, interpreter.python, 300, work / "probe-env.log"), tag
+    )
     if all(result.ok for result in results):
         print("checking env-without-linalg ...", flush=True)
         without = environments["env-without-linalg"]
         bare = probe_variables(without, tag, interpreter, work)
-        results.append(check_without_linalg(run_probe(TORCH_PROBE, bare, interpreter.python, 300)))
+        results.append(
+            check_without_linalg(
+                run_probe(TORCH_PROBE, bare, interpreter.python, 300, work / "probe-env-without-linalg.log")
+            )
+        )
         print("building a C++/CUDA extension with torch.utils.cpp_extension ...", flush=True)
-        results.append(check_extension(run_probe(EXTENSION_CHECK, variables, interpreter.python, 540), full))
+        results.append(
+            check_extension(
+                run_probe(EXTENSION_CHECK, variables, interpreter.python, 540, work / "probe-extension.log"),
+                full,
+            )
+        )
         print("building recipe/cmake_test against env/share/cmake/Torch ...", flush=True)
         results.append(check_cmake_consumer(full, variables, work))
     print(format_results(results))

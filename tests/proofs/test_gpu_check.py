@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,44 @@ def test_results_table() -> None:
         "|---|---|---|",
         "| import | PASS | torch 2.13.0 |",
     ]
+
+
+# --- the probes and the CMake consumer run through the one runner ------------------------------------------
+
+
+def test_a_probe_answers_through_the_runner_and_its_log_keeps_what_it_said(tmp_path: Path) -> None:
+    """run_probe reads the probe's JSON line from the log the runner wrote; a failed probe's error names the
+    compiler's first error line and the last lines, stdout and stderr alike."""
+    log = tmp_path / "probe.log"
+    answer = gpu_check.run_probe(
+        "print('{\"correct\": true}')", dict(os.environ), Path(sys.executable), 60, log
+    )
+    assert answer == {"correct": True}
+    assert log.read_text() == '{"correct": true}\n'
+    failing = (
+        "import sys; print('x.cu:3:7: error: no such member', flush=True); "
+        "print('ninja: build stopped', file=sys.stderr); sys.exit(2)"
+    )
+    answer = gpu_check.run_probe(failing, dict(os.environ), Path(sys.executable), 60, log)
+    assert answer == {
+        "probe_error": "exit 2: x.cu:3:7: error: no such member | x.cu:3:7: error: no such member | "
+        "ninja: build stopped"
+    }
+
+
+def test_a_probe_past_its_deadline_is_stopped_with_its_group(tmp_path: Path) -> None:
+    """A probe still running at its deadline is stopped, the grandchild it started with it (its process
+    group), and the check reads 'no answer'."""
+    pid_file = tmp_path / "grandchild.pid"
+    hang = (
+        "import subprocess, sys, time; "
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(120)"
+    )
+    answer = gpu_check.run_probe(hang, dict(os.environ), Path(sys.executable), 1, tmp_path / "probe.log")
+    assert answer == {"probe_error": "no answer within 1s"}
+    stat = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    deadline = time.monotonic() + 10
+    while stat.exists() and stat.read_text().split(") ")[-1][0] not in "ZX" and time.monotonic() < deadline:
+        time.sleep(0.05)  # polled: the stopped grandchild is gone, or a zombie its new parent reaps
+    assert not stat.exists() or stat.read_text().split(") ")[-1][0] in "ZX"

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from feedstock_tools.common import user_cache
+from feedstock_tools.common import interruption, user_cache
 from feedstock_tools.common.config_selector import resolve_one
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
@@ -579,10 +579,11 @@ def install_and_use(
         ["cmake", "--build", str(consumer)],
         [str(consumer / "torch_consumer")],
     ]
-    for step in steps:
-        run = subprocess.run(step, check=False, capture_output=True, text=True)
-        if run.returncode:
-            tail = (run.stdout + run.stderr).strip().splitlines()[-1:] or ["(no output)"]
+    for number, step in enumerate(steps, start=1):
+        log = prefix.parent / f"{prefix.name}-cmake-{number}.log"
+        status, said = interruption.run_logged(step, Path.cwd(), os.environ, log)
+        if status:
+            tail = "\n".join(said).strip().splitlines()[-1:] or ["(no output)"]
             raise ToolError(f"the CMake consumer failed in {prefix} at {step[0]} {step[1]}: {tail[0]}")
     return sorted(f"{r.name.normalized}-{r.version}-{r.build}" for r in records)
 
