@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "recipe")]
 
+from megabuild import atomic_file  # noqa: E402
+
 from feedstock_tools.common import cache_store  # noqa: E402
 from feedstock_tools.proofs.rehearsal import harness, prefixes  # noqa: E402
 
@@ -40,8 +42,10 @@ def rehearse(config: str, cache: Path, work: Path, log: Path, env: dict[str, str
     command = [sys.executable, "-m", "feedstock_tools", "rehearse", config, "--cache-dir", str(cache),
                "--work-dir", str(work)]  # fmt: skip
     started = time.monotonic()
-    with log.open("w") as out:
-        run = subprocess.run(command, check=False, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    run = subprocess.run(
+        command, check=False, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    atomic_file.write_bytes(log, run.stdout)
     status = run.returncode
     print(f"  rehearse on {cache.name}: exit {status} in {time.monotonic() - started:.0f} s (log {log})")
     return status
@@ -93,7 +97,7 @@ def spoil(cache: Path, config: Path, work: Path) -> list[str]:
     """The ways named in the module's docstring; returns what was done, a line each."""
     done = []
     (cache / "libmagma" / "lib").mkdir(parents=True, exist_ok=True)
-    (cache / "libmagma" / "lib" / "libmagma.so").write_bytes(b"")
+    atomic_file.write_bytes(cache / "libmagma" / "lib" / "libmagma.so", b"")
     (cache / "venv-3.12-5-0123456789" / "bin").mkdir(parents=True, exist_ok=True)
     done.append("older commit: libmagma/lib/libmagma.so empty, venv-3.12-5-0123456789/ (no manifest)")
     # a template a step links (one made from a base), not a base (only copied when a template is made)
@@ -109,10 +113,10 @@ def spoil(cache: Path, config: Path, work: Path) -> list[str]:
         handle.write("import os  # appended by a build step\n")
     done.append(f"a build step appended to {target.relative_to(cache)} through a hard link")
     (build_env,) = cache.glob("build-env-*")
-    (build_env / "bin" / "junk").write_text("junk\n")
+    atomic_file.write_text(build_env / "bin" / "junk", "junk\n")
     done.append(f"a junk file in {build_env.name}/bin")
     (magma,) = [p for p in cache.glob("libmagma-*") if p.is_dir()]
-    (magma / "lib" / "libmagma.so").write_bytes(b"")
+    atomic_file.write_bytes(magma / "lib" / "libmagma.so", b"")
     done.append(f"{magma.name}/lib/libmagma.so emptied")
     minor = venvs[0].name.split("-")[1]
     kill_a_maker(cache, minor)
