@@ -221,6 +221,12 @@ def read_table(path: Path = REQUESTS_FILE) -> Table:
                 f"{path}: request {template.name!r} has rule {template.rule!r}; use one of "
                 f"{', '.join(expectations.RULES)} (feedstock_tools/proofs/solve/expectations.py)"
             )
+        fields = (expectations.CUDA_FIELD, expectations.CUDA_VERSION_FIELD)
+        if template.rule == "host" and not any(field in template.name for field in fields):
+            raise ToolError(
+                f"{path}: request {template.name!r} has rule host but names neither {fields[0]} nor "
+                f"{fields[1]}; a host is asked per CUDA configuration or per CUDA version (expectations.py)"
+            )
     known = {m.name for m in machines}
     unknown = [base for base in bases if base not in known]
     if unknown:
@@ -243,7 +249,9 @@ def load_requests(
         ):
             machines.append(Machine(f"{like.name} {suffix}", like.subdir, virtual, like.installed))
     _unique([m.name for m in machines], "machine", path)
-    asked = expectations.expand(table.templates, facts, [m.name for m in machines])
+    asked = expectations.expand(
+        table.templates, facts, [m.name for m in machines], [m.name for m in table.machines]
+    )
     requests = [Request(a.name, a.specs, a.constraints, a.rule, a.machines) for a in asked]
     _unique([r.name for r in requests], "request", path)
     return machines, requests
