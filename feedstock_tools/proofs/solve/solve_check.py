@@ -297,7 +297,8 @@ def virtual_packages(machine: Machine) -> list[Any]:
     return packages
 
 
-async def solve(channel_dir: Path, request: Request, machine: Machine) -> Outcome:
+async def solve(channel_dir: Path, request: Request, machine: Machine, gateway: Any = None) -> Outcome:
+    """One request on one machine; ``gateway``: a rattler Gateway the solves of one channel share."""
     import rattler
     from rattler.exceptions import SolverError
 
@@ -310,6 +311,7 @@ async def solve(channel_dir: Path, request: Request, machine: Machine) -> Outcom
             platforms=[machine.subdir, "noarch"],
             virtual_packages=virtual_packages(machine),
             constraints=[rattler.MatchSpec(spec) for spec in request.constraints],
+            gateway=gateway,
         )
     except SolverError as exc:
         return Outcome(error=str(exc).strip(), seconds=time.perf_counter() - started)
@@ -339,14 +341,20 @@ def solve_all(
     facts: expectations.Facts,
 ) -> list[Row]:
     """Each request solved on each machine it is asked on, beside the rules' expectation."""
+    import rattler
+
     channel.write(channel_dir)
+    # one gateway for every solve of this channel: without one, py-rattler makes a Gateway per solve
+    # (0.28.0 solver/solver.py:113-114), which costs more than most of the solves; a gateway reads a
+    # channel's repodata once and keeps it ("the repodata will only be fetched once", its docstring)
+    gateway = rattler.Gateway()
 
     async def run() -> list[Row]:
         return [
             Row(
                 request,
                 machine,
-                await solve(channel_dir, request, machine),
+                await solve(channel_dir, request, machine, gateway),
                 expected(request, machine, facts),
             )
             for request in requests
