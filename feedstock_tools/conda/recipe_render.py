@@ -461,9 +461,11 @@ class _LenientUndefined(jinja2.ChainableUndefined):
         return self
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)
 def _compiled_template(text: str, lenient: bool = False) -> jinja2.Template:
-    """Compiled once per text: every variant of a platform that selects the same lines shares it."""
+    """Compiled once per text: every variant of a platform that selects the same lines shares it. Compiling
+    is most of a render's Jinja time, and one process's commands on one recipe (check, its anchor-parity
+    families, the solve channel's cross builds) select some 80 texts between them: they all stay."""
     undefined = _LenientUndefined if lenient else jinja2.StrictUndefined
     return jinja2.Environment(undefined=undefined, keep_trailing_newline=True).from_string(text)
 
