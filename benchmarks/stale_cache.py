@@ -7,7 +7,7 @@ hand, not by CI (three rehearsals of one configuration, minutes; PyPI for the ve
    machine spoils it: what an older commit left (a ``libmagma`` holding only an empty library, an old-format
    venv template), a host file appended to through a hard link of a venv template (a build step), a junk file
    in BUILD_PREFIX's entry, libmagma's library emptied, a template maker SIGKILLed while uv runs (its orphan
-   and staging left behind), and templates made from another clone's shell (``UV_RESOLUTION=lowest``).
+   and staging left behind), and a template made from another clone's shell (``UV_PRERELEASE=allow``).
 2. The rehearsal on that cache (``stale``), then on an empty one (``empty``), at the same work directory
    (so that the paths compiled into the packages are the same).
 3. Compared: each run's exit status, its steps (exit status, new files, compiled objects), the import and
@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))  # feedstock_tools puts recipe/ (the driver) on th
 
 from feedstock_tools.common import cache_store  # noqa: E402
 from feedstock_tools.proofs.rehearsal import harness, prefixes  # noqa: E402
+from megabuild import atomic_file  # noqa: E402
 
 
 def rehearse(config: str, cache: Path, work: Path, log: Path, env: dict[str, str]) -> int:
@@ -40,8 +41,10 @@ def rehearse(config: str, cache: Path, work: Path, log: Path, env: dict[str, str
     command = [sys.executable, "-m", "feedstock_tools", "rehearse", config, "--cache-dir", str(cache),
                "--work-dir", str(work)]  # fmt: skip
     started = time.monotonic()
-    with log.open("w") as out:
-        run = subprocess.run(command, check=False, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    run = subprocess.run(
+        command, check=False, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    atomic_file.write_bytes(log, run.stdout)
     status = run.returncode
     print(f"  rehearse on {cache.name}: exit {status} in {time.monotonic() - started:.0f} s (log {log})")
     return status
@@ -93,10 +96,15 @@ def spoil(cache: Path, config: Path, work: Path) -> list[str]:
     """The ways named in the module's docstring; returns what was done, a line each."""
     done = []
     (cache / "libmagma" / "lib").mkdir(parents=True, exist_ok=True)
-    (cache / "libmagma" / "lib" / "libmagma.so").write_bytes(b"")
+    atomic_file.write_bytes(cache / "libmagma" / "lib" / "libmagma.so", b"")
     (cache / "venv-3.12-5-0123456789" / "bin").mkdir(parents=True, exist_ok=True)
     done.append("older commit: libmagma/lib/libmagma.so empty, venv-3.12-5-0123456789/ (no manifest)")
-    venvs = sorted(p for p in cache.glob("venv-*") if cache_store.Manifest.read(p) is not None)
+    # a template a step links (one made from a base), not a base (only copied when a template is made)
+    venvs = sorted(
+        p
+        for p in cache.glob("venv-*")
+        if (m := cache_store.Manifest.read(p)) is not None and m.key.inputs["base"]
+    )
     target = next(p for p in venvs[0].rglob("*.pth"))
     prefix = work / "linked-prefix"
     prefixes.link_tree(venvs[0], prefix)
@@ -104,20 +112,22 @@ def spoil(cache: Path, config: Path, work: Path) -> list[str]:
         handle.write("import os  # appended by a build step\n")
     done.append(f"a build step appended to {target.relative_to(cache)} through a hard link")
     (build_env,) = cache.glob("build-env-*")
-    (build_env / "bin" / "junk").write_text("junk\n")
+    atomic_file.write_text(build_env / "bin" / "junk", "junk\n")
     done.append(f"a junk file in {build_env.name}/bin")
     (magma,) = [p for p in cache.glob("libmagma-*") if p.is_dir()]
-    (magma / "lib" / "libmagma.so").write_bytes(b"")
+    atomic_file.write_bytes(magma / "lib" / "libmagma.so", b"")
     done.append(f"{magma.name}/lib/libmagma.so emptied")
     minor = venvs[0].name.split("-")[1]
     kill_a_maker(cache, minor)
     done.append(f"a Python {minor} template maker SIGKILLed while uv ran")
     rehearsal = harness.Rehearsal(config, work_root=work / "plan")
     step = next(step for step in rehearsal.steps if "python" in step.host_names())
-    lowest = {**os.environ, "UV_RESOLUTION": "lowest"}
-    if template_maker(cache, step.python, rehearsal.host_pip_requirements(step), lowest).wait() != 0:
-        raise SystemExit("could not make a template with UV_RESOLUTION=lowest")
-    done.append(f"Python {step.python}'s host template made with UV_RESOLUTION=lowest")
+    # the host list of the rehearsal's first step under another shell's settings (UV_RESOLUTION=lowest would
+    # build PyYAML 3.x from source, which fails with CPython 3.10's headers: measured)
+    other_shell = {**os.environ, "UV_PRERELEASE": "allow"}
+    if template_maker(cache, step.python, rehearsal.host_pip_requirements(step), other_shell).wait() != 0:
+        raise SystemExit("could not make a template with UV_PRERELEASE=allow")
+    done.append(f"Python {step.python}'s host template made with UV_PRERELEASE=allow (another clone's shell)")
     return done
 
 
@@ -134,7 +144,7 @@ def main() -> int:
     config = config_path.stem
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_RESOLUTION", "UV_PRERELEASE"))}
+    env = {k: v for k, v in os.environ.items() if k not in ("UV_RESOLUTION", "UV_PRERELEASE")}
     stale, empty, work = args.work / "stale-cache", args.work / "empty-cache", args.work / "rehearsal"
     print(f"{config}: warming a cache, spoiling it, then the rehearsal on it and on an empty one")
     rehearse(config, stale, work, args.work / "warm.log", env)

@@ -638,7 +638,7 @@ def _owned_files(root: Path) -> list[Path]:
     return [path.relative_to(root) for path in present]
 
 
-def _holds(path: Path, text: str) -> bool:
+def holds(path: Path, text: str) -> bool:
     """Whether a file a rerender writes holds ``text`` already; one that is not UTF-8 does not (a rerender
     replaces it, so it is out of date, not unreadable)."""
     try:
@@ -660,7 +660,7 @@ def drift(root: Path, pinning_dir: Path, expected: Mapping[Path, str] | None = N
             problems.append(f"extra: {path} (no configuration of the recipe produces it)")
         elif not actual.is_file():
             problems.append(f"missing: {path}")
-        elif not _holds(actual, expected[path]):
+        elif not holds(actual, expected[path]):
             problems.append(f"out of date: {path}")
     for path in executable_paths():
         if (root / path).is_file() and not is_executable(root / path):
@@ -682,7 +682,7 @@ def write_files(root: Path, pinning_dir: Path) -> list[str]:
             changes.append(f"removed {path}")
     for path, text in expected.items():
         target = root / path
-        if not target.is_file() or not _holds(target, text):
+        if not target.is_file() or not holds(target, text):
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_file.write_text(target, text)
             changes.append(f"wrote {path}")

@@ -66,7 +66,7 @@ def _quiet(_line: str) -> None:
     pass
 
 
-def _to_stderr(line: str) -> None:
+def to_stderr(line: str) -> None:
     """Where a caller with no progress of its own has a mismatch or a wait said: never silently."""
     print(line.strip(), file=sys.stderr, flush=True)
 
@@ -395,7 +395,7 @@ class Making:
 Maker = Callable[[Making], None]
 
 
-def obtain(store: Path, key: EntryKey, make: Maker, say: Say = _to_stderr, wait: bool = True) -> Path | None:
+def obtain(store: Path, key: EntryKey, make: Maker, say: Say = to_stderr, wait: bool = True) -> Path | None:
     """The entry of ``key`` in ``store``, reused when it matches its manifest, else made by ``make`` (under
     its lock, in a staging directory renamed into place). Without ``wait``, None when another run holds
     its lock (the caller may do another entry first)."""

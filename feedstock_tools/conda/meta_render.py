@@ -50,10 +50,12 @@ class StringifyNumbersLoader(SAFE_LOADER):  # type: ignore[misc]
     yaml_implicit_resolvers = _STRINGIFY_NUMBERS
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=256)
 def _code(text: str) -> CodeType:
-    """``text`` compiled once (a ``check`` compiles about 45 texts: a platform's selectors and variant choose
-    the lines). Raises ``jinja2.TemplateSyntaxError``."""
+    """``text`` compiled once: compiling is most of a render's Jinja time, and one process's commands on one
+    recipe (check, its anchor-parity families, the solve channel's cross builds) select some 80 texts between
+    them (a platform's selectors and variant choose the lines): they all stay. Raises
+    ``jinja2.TemplateSyntaxError``."""
     return ENVIRONMENT.compile(text)
 
 
@@ -64,7 +66,7 @@ def _environment(undefined: type[jinja2.Undefined]) -> jinja2.Environment:
     return ENVIRONMENT.overlay(undefined=undefined)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=512)
 def template(text: str, undefined: type[jinja2.Undefined]) -> jinja2.Template:
     """``text`` as a template that renders a name its context lacks as ``undefined`` does. Raises
     ``jinja2.TemplateSyntaxError``."""

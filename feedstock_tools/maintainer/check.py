@@ -352,10 +352,11 @@ def check_arch_lists(recipe_dir: Path) -> list[Finding]:
 
 
 def check_configurations(
-    recipe_dir: Path, configs: Mapping[str, Configuration]
+    recipe_dir: Path, configs: Mapping[str, Configuration], renders: dict[str, RenderedRecipe] | None = None
 ) -> tuple[list[Finding], dict[str, tuple[str, ...]], set[str]]:
     """The rules of every rendered configuration (tests, host, build ids; staging and the base build number
-    over all of them): the findings, each configuration's patch series and the versions rendered."""
+    over all of them): the findings, each configuration's patch series and the versions rendered. Each
+    render is put into ``renders`` by configuration name, for the rules that read the same render."""
     findings: list[Finding] = []
     scripted: set[str] = set()
     bases: dict[int, list[str]] = {}
@@ -371,6 +372,8 @@ def check_configurations(
         except (ToolError, ValueError) as exc:
             findings.append(Finding("render", name, str(exc)))
             continue
+        if renders is not None:
+            renders[name] = rendered
         scripted |= {output.name for output in rendered.outputs if output.script}
         if rendered.top_level is not None:
             series[name] = tuple(str(p) for p in rendered.top_level.source.get("patches") or [])
@@ -453,7 +456,10 @@ def run_checks(
             Finding("render", CI_SUPPORT, str(exc)),
         ]
     findings += check_ci_support(root, pinning, expected)
-    rendered_findings, series, versions = check_configurations(recipe_dir, _expected_configs(root, expected))
+    renders: dict[str, RenderedRecipe] = {}
+    rendered_findings, series, versions = check_configurations(
+        recipe_dir, _expected_configs(root, expected), renders
+    )
     findings += rendered_findings
     if len(versions) == 1:
         report, patch_findings = check_patch_hunks(recipe_dir, versions.pop(), series)
@@ -462,7 +468,9 @@ def run_checks(
             on_patch_report(report)
     # a stale recipe-v1/ is one ci-support finding naming convert-v1; its render differences from meta.yaml
     # would restate that one cause per item, so they are compared once it is converted again
-    findings += check_recipe_v1(root, compare=not recipe_v1.stale(root))
+    findings += check_recipe_v1(
+        root, compare=not recipe_v1.stale(root), renders=current_renders(root, expected, renders)
+    )
     progress("check: the anchor-parity table against every family")
     findings += check_anchor_parity(root, cause_reported=bool(arch_findings))
     return _dedupe(findings)
@@ -474,14 +482,35 @@ def print_patch_report(report: PatchReport) -> None:
     print(report.summary())
 
 
+def current_renders(
+    root: Path, expected: Mapping[Path, str], renders: Mapping[str, RenderedRecipe]
+) -> dict[str, RenderedRecipe]:
+    """The renders of the configurations whose committed .ci_support file is what a rerender writes (the
+    same configuration the recipe-v1 comparison reads from the file)."""
+    kept = {}
+    for name, rendered in renders.items():
+        relative = Path(ci_support.CI_SUPPORT) / f"{name}.yaml"
+        if (
+            relative in expected
+            and (root / relative).is_file()
+            and ci_support.holds(root / relative, expected[relative])
+        ):
+            kept[name] = rendered
+    return kept
+
+
 def check_recipe_v1(
-    root: Path, configs: Sequence[Path] | None = None, *, compare: bool = True
+    root: Path,
+    configs: Sequence[Path] | None = None,
+    *,
+    compare: bool = True,
+    renders: Mapping[str, RenderedRecipe] | None = None,
 ) -> list[Finding]:
     """Where the v1 recipe lives (render_v1.layout_problems: R-051), then every
     difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's over the committed
     .ci_support configurations (or ``configs``): one finding per item one recipe lists and the other lacks
     (or per value they give differently), naming the configurations; a recipe that does not parse is one
-    finding."""
+    finding. ``renders``: meta.yaml's renders of committed configurations, by name, made already (check's)."""
     recipe_dir, v1_dir = root / "recipe", root / render_v1.V1_DIRNAME
     v1_recipe = v1_dir / "recipe.yaml"
     findings = [Finding("recipe-v1", where, what) for where, what in render_v1.layout_problems(root)]
@@ -494,7 +523,9 @@ def check_recipe_v1(
     differences = []
     for path in configs or Feedstock(root).configuration_files():
         try:
-            differences += render_v1.compare_config(recipe_dir, path, v1_dir)[1]
+            differences += render_v1.compare_config(recipe_dir, path, v1_dir, (renders or {}).get(path.stem))[
+                1
+            ]
         except (ToolError, ValueError) as exc:
             errors.setdefault(str(exc).replace(path.stem, "<configuration>"), []).append(path.stem)
     for message, shown_in in errors.items():

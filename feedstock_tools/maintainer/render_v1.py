@@ -231,13 +231,18 @@ def _source_differences(
 
 
 def compare_config(
-    recipe_dir: Path, ci_support: Path, v1_dir: Path | None = None
+    recipe_dir: Path,
+    ci_support: Path,
+    v1_dir: Path | None = None,
+    meta: recipe_render.RenderedRecipe | None = None,
 ) -> tuple[list[str], list[Difference]]:
     """The outputs both recipes build for this configuration, and every difference between them
-    (``v1_dir``: the v1 recipe's directory, by default ``recipe-v1`` beside ``recipe_dir``)."""
+    (``v1_dir``: the v1 recipe's directory, by default ``recipe-v1`` beside ``recipe_dir``; ``meta``:
+    meta.yaml's render of this very configuration where the caller has made it already)."""
     v1_dir = v1_dir or recipe_dir.parent / V1_DIRNAME
     configuration = read_configuration(ci_support)
-    meta = recipe_render.render_recipe(recipe_dir, configuration)
+    if meta is None:
+        meta = recipe_render.render_recipe(recipe_dir, configuration)
     v1 = rattler_render.render(v1_dir / "recipe.yaml", configuration)
     siblings = {o.name: (o.recipe["package"]["version"], o.build_string) for o in v1}
     config = ci_support.stem

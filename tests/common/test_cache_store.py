@@ -316,3 +316,17 @@ def test_the_cache_command_lists_verifies_and_prunes(
     assert cache_store.listing(store) == []
     assert main(["cache", "list", "--cache-dir", str(tmp_path / "nowhere")]) == 1
     assert "does not exist or is not a directory" in capsys.readouterr().err
+
+
+def test_an_entry_made_again_is_said_even_without_a_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A caller with no progress of its own (the import checks' prefixes, libmagma) still has the line said:
+    on standard error, never silently."""
+    entry = cache_store.obtain(tmp_path, KEY, Maker())
+    assert entry is not None
+    (entry / "lib" / "data.txt").write_text("poisoned\n")
+    capsys.readouterr()
+    cache_store.obtain(tmp_path, KEY, Maker())
+    err = capsys.readouterr().err
+    assert err.startswith(f"cache: {KEY.name} lib/data.txt changed") and err.count("\n") == 1

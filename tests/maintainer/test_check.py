@@ -12,11 +12,14 @@ from bump_fixtures import copy_feedstock
 from recipe_matrix import RECIPE_VERSION as VERSION
 
 from feedstock_tools.__main__ import main
+from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.conda.recipe_render import render_recipe
 from feedstock_tools.maintainer.check import (
     Finding,
     check_anchor_parity,
     check_ci_support,
     check_recipe_v1,
+    current_renders,
     listed_patches,
     patch_header_problem,
     print_patch_report,
@@ -289,6 +292,30 @@ def test_a_run_requirement_missing_from_recipe_v1_is_one_line(v1_copy: Path) -> 
         "[recipe-v1] recipe-v1/recipe.yaml: pytorch run: 'optree >=0.13.0' is in meta.yaml, missing from "
         f"recipe-v1/recipe.yaml (2 configurations, e.g. {configs[0].stem})"
     )
+
+
+def test_check_compares_recipe_v1_with_its_own_render_of_a_current_configuration(v1_copy: Path) -> None:
+    """check renders each configuration once: the recipe-v1 comparison takes check's render of a
+    configuration whose committed file is what a rerender writes, and renders any other itself."""
+    meta = v1_copy / "recipe" / "meta.yaml"
+    original = meta.read_text()
+    (config,) = sorted((v1_copy / ".ci_support").glob("linux_64_blas_implmkl*"))[1:2]
+    _replace_once(meta, "        - filelock\n", "        - filelock\n        - optree >=0.13.0\n")
+    edited = render_recipe(v1_copy / "recipe", read_configuration(config))
+    meta.write_text(original)
+    # handed the render of the edited recipe, the comparison reads it, not meta.yaml as it is now
+    (finding,) = check_recipe_v1(v1_copy, [config], renders={config.stem: edited})
+    assert "'optree >=0.13.0' is in meta.yaml, missing from recipe-v1/recipe.yaml" in finding.line()
+    assert check_recipe_v1(v1_copy, [config]) == []
+    # only the renders of configurations whose committed file is current are handed on
+    stale = v1_copy / ".ci_support" / "stale.yaml"
+    stale.write_text("committed: before\n")
+    expected = {
+        config.relative_to(v1_copy): config.read_text(),
+        stale.relative_to(v1_copy): "rerendered: now\n",
+    }
+    handed = current_renders(v1_copy, expected, {config.stem: edited, stale.stem: edited, "gone": edited})
+    assert handed == {config.stem: edited}
 
 
 def test_a_recipe_v1_that_does_not_parse_is_one_finding(v1_copy: Path) -> None:

@@ -3,9 +3,11 @@
 ``render-ci --check``, ``convert-v1 --check``, ``python-floor --check`` and ``solve-check``, whose
 expectations follow the recipe with no edit of solve_requests.yaml. (Adding a patch: test_patch_list.py.)
 
-The two changes share one copy, so the renders are made once for all the checks. The Python dropped is the
-recipe's oldest and the architecture dropped the oldest of the newest CUDA's lists, both read from the
-recipe: nothing here names a version the recipe states.
+The two changes share one copy and one process, so the renders are made once for all the checks: the
+commands run in-process, check's rules and its anchor-parity families share the renders and compiled
+templates, and solve-check's channel the compiled templates. The Python dropped is the recipe's oldest and
+the architecture dropped the oldest of the newest CUDA's lists, both read from the recipe: nothing here
+names a version the recipe states.
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ def venv_template(
 
     A template holding numpy or setuptools is a copy of one holding only those (and pip) with the rest
     installed on top (:func:`base_packages`): byte-compiling them is most of a template's time."""
-    say = progress or (lambda _line: None)
+    say = progress or cache_store.to_stderr  # a template made again is never silent
     base_list = base_packages(packages)
     base_key = None if base_list is None else template_key(minor, base_list)
     key = template_key(minor, packages, base_key)

@@ -193,7 +193,10 @@ class ImportCheck:
 
 def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels: list[str]) -> Path:
     """A venv of ``python`` plus the named packages (and libmagma when a MAGMA package is among them)."""
-    prefixes.link_tree(prefixes.venv_template(rehearsal.cache_dir, python, rehearsal.setup_log), destination)
+    template = prefixes.venv_template(
+        rehearsal.cache_dir, python, rehearsal.setup_log, progress=rehearsal.progress
+    )
+    rehearsal.link_entry(template, destination)
     if rehearsal.target.subdir != targets.NATIVE:  # the target's interpreter runs the packages
         targets.make_target_interpreter(destination, python, rehearsal.target)
     for label in labels:

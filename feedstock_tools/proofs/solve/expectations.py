@@ -22,11 +22,18 @@ packages, and these rules decide:
 4. **What cannot be installed fails**, with the reason the solver gives, in the order it meets them: a
    package the subdir has no record of, no driver, a driver too old, a glibc too old, a GPU too old, an
    excluded package a build needs.
+5. **A CUDA build's host** (its ``cuda-version X.Y.*`` and the CUDA libraries it asks for) solves where, in
+   this order, the subdir has those libraries (else "No candidates were found"), the dependencies hold one of
+   that CUDA major for the machine's arm variant (else the solver names the ``cuda-version`` range of the one
+   it has: a Jetson has no CUDA 13 cuDSS), the machine's driver, where it has one, is of that major or newer
+   (cuda-version constrains ``__cuda >=<major>``), and its glibc meets those libraries' floor.
 
 Each request of ``solve_requests.yaml`` names its rule (``torch``, ``cpu``, ``gpu``, ``cpu and gpu``,
-``host``); a name or spec with ``{python}`` is asked once per Python the recipe builds, and ``host`` once per
-CUDA configuration, on the machine that stands for its build machine. The words of an expectation are
-solve_check's (``cuda130 mkl magma py312``, ``fails: TEXT``, ``solves``).
+``host``); a name or spec with ``{python}`` is asked once per Python the recipe builds, ``{cuda}`` once per
+CUDA configuration (its cuda-version and arm variant) on the machine that stands for its build machine, and
+``{cuda_version}`` once per CUDA version the recipe builds on every machine of the table (not the arch
+machines, which differ from theirs in ``__cuda_arch`` only, which no host package reads). The words of an
+expectation are solve_check's (``cuda130 mkl magma py312``, ``fails: TEXT``, ``solves``).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from megabuild import package_files
 
 LIBTORCH, LINALG, PYTORCH = package_files.PACKAGES
 CPU, GPU = "pytorch-cpu", "pytorch-gpu"
-PYTHON_FIELD, CUDA_FIELD = "{python}", "{cuda}"
+PYTHON_FIELD, CUDA_FIELD, CUDA_VERSION_FIELD = "{python}", "{cuda}", "{cuda_version}"
 Version = tuple[int, ...]
 
 
@@ -70,6 +77,8 @@ class Facts:
     names: Mapping[str, frozenset[str]]  # subdir -> the package names it has records of (noarch included)
     linalg: frozenset[str]  # subdirs with a libtorch-cuda-linalg package
     cuda_glibc: Mapping[tuple[str, str | None, int], Version]  # (subdir, arm, major) -> CUDA libraries' floor
+    # (subdir, arm, major) -> the cuda-version specs of the CUDA libraries' records of that major
+    cuda_libraries: Mapping[tuple[str, str | None, int], frozenset[str]]
     constrains: Mapping[str, tuple[str, ...]]  # package -> what its records constrain (nomkl: mkl <0.a0)
     architectures: tuple[str, ...]  # every GPU architecture the recipe names, oldest first
 
@@ -82,6 +91,10 @@ class Facts:
         """(subdir, CUDA version, arm variant) of every CUDA build, in order."""
         found = {(b.subdir, ".".join(map(str, b.cuda)), b.arm) for b in self.builds if b.cuda}
         return sorted(found, key=lambda c: (c[0], version_key(c[1]), c[2] or ""))
+
+    def cuda_versions(self) -> list[str]:
+        """Every CUDA version the recipe builds for, oldest first."""
+        return sorted({cuda for _, cuda, _ in self.cuda_configurations()}, key=version_key)
 
     def summary(self) -> list[str]:
         """One line per subdir: its builds (BLAS variants, arm variant, __cuda_arch bound) and Pythons."""
@@ -186,17 +199,20 @@ def facts_of(records: Iterable[Mapping[str, object]], architectures: Sequence[st
         names.setdefault(str(entry["subdir"]), set()).add(str(entry["name"]))
     noarch = names.pop("noarch", set())
     cuda_glibc: dict[tuple[str, str | None, int], Version] = {}
+    cuda_libraries: dict[tuple[str, str | None, int], set[str]] = {}
     for entry in records:
         depends = list(entry["depends"])  # type: ignore[call-overload]
         cuda, glibc = _bound(depends, "cuda-version"), _bound(depends, "__glibc")
-        if entry["name"] in package_files.PACKAGES or cuda is None or glibc is None:
+        if entry["name"] in package_files.PACKAGES or cuda is None:
             continue
         key = (
             str(entry["subdir"]),
             _arm(depends) or ("sbsa" if entry["subdir"] == "linux-aarch64" else None),
             cuda[0],
         )
-        cuda_glibc[key] = max(glibc, cuda_glibc.get(key, glibc))
+        cuda_libraries.setdefault(key, set()).update(s for s in depends if s.split()[0] == "cuda-version")
+        if glibc is not None:
+            cuda_glibc[key] = max(glibc, cuda_glibc.get(key, glibc))
     constrains: dict[str, tuple[str, ...]] = {}
     for entry in records:
         constrains[str(entry["name"])] = tuple(entry["constrains"])  # type: ignore[arg-type]
@@ -205,6 +221,7 @@ def facts_of(records: Iterable[Mapping[str, object]], architectures: Sequence[st
         {subdir: frozenset(found | noarch) for subdir, found in names.items()},
         frozenset(str(e["subdir"]) for e in records if e["name"] == LINALG),
         cuda_glibc,
+        {key: frozenset(specs) for key, specs in cuda_libraries.items()},
         constrains,
         tuple(architectures),
     )
@@ -226,11 +243,22 @@ class Asked:
     generic_only: bool  # nomkl
     linalg: frozenset[str]  # the linalg kinds its libtorch-cuda-linalg glob admits ({"magma", "nomagma"})
     excluded: Mapping[str, str]  # package -> the constraint that excludes it ("libmagma <0a0")
+    cuda: Version | None = None  # (12, 9) of a "cuda-version 12.9.*" spec (a CUDA build's host)
+    arm: str | None = None  # "tegra" of an "arm-variant * tegra" spec
 
     @classmethod
     def of(cls, specs: Sequence[str], constraints: Sequence[str]) -> Asked:
         names = tuple(spec.split()[0] for spec in specs)
         python = next((m[1] for spec in specs if (m := re.fullmatch(r"python (\d+\.\d+)\.\*", spec))), None)
+        cuda = next(
+            (
+                version_key(m[1])
+                for spec in specs
+                if (m := re.fullmatch(r"cuda-version (\d+\.\d+)\.\*", spec))
+            ),
+            None,
+        )
+        arm = next((m[1] for spec in specs if (m := re.fullmatch(r"arm-variant \* (\w+)", spec))), None)
         linalg = {"magma", "nomagma"}
         for spec in specs:
             words = spec.split()
@@ -239,7 +267,7 @@ class Asked:
         excluded = {
             c.split()[0]: c for c in constraints if len(c.split()) == 2 and c.split()[1] in ("<0a0", "<0.a0")
         }
-        return cls(names, python, "nomkl" in names, frozenset(linalg), excluded)
+        return cls(names, python, "nomkl" in names, frozenset(linalg), excluded, cuda, arm)
 
 
 def _needs(build: Build, asked: Asked, linalg: bool) -> list[str]:
@@ -352,7 +380,26 @@ def _cpu_and_gpu(machine: MachineFacts, facts: Facts, asked: Asked) -> str:
 
 
 def _host(machine: MachineFacts, facts: Facts, asked: Asked) -> str:
-    """A build's host requirements, asked on its own build machine: a solution exists."""
+    """A CUDA build's host requirements (rule 5; what the subdir has no record of fails before)."""
+    if asked.cuda is None:
+        return "solves"
+    major, arm = asked.cuda[0], asked.arm or machine.arm
+    if (machine.subdir, arm, major) not in facts.cuda_libraries:
+        held = {
+            spec
+            for (subdir, held_arm, _), specs in facts.cuda_libraries.items()
+            if (subdir, held_arm) == (machine.subdir, arm)
+            for spec in specs
+        }
+        # the range of the one CUDA library of another major the machine could take (a Jetson's cuDSS 12:
+        # "cuda-version >=12,<13", run here); which of several the solver would name is not settled here, so
+        # then only the package they all constrain is expected
+        return f"fails: {held.pop()}" if len(held) == 1 else "fails: cuda-version"
+    if machine.driver is not None and machine.driver[0] < major:
+        return f"fails: __cuda >={major}"
+    floor = facts.cuda_glibc.get((machine.subdir, arm, major))
+    if machine.glibc is not None and floor is not None and machine.glibc < floor:
+        return f"fails: __glibc >={_dotted(floor)}"
     return "solves"
 
 
@@ -390,12 +437,15 @@ class Asking:
     machines: tuple[str, ...] | None = None
 
 
-def expand(templates: Sequence[Template], facts: Facts, machine_names: Sequence[str]) -> list[Asking]:
-    """The templates as asked: ``{python}`` once per Python the recipe builds; ``host`` once per CUDA
-    configuration (its cuda-version and arm variant), on the machine named ``<subdir> cuda<version>``."""
+def expand(
+    templates: Sequence[Template], facts: Facts, machine_names: Sequence[str], table_machines: Sequence[str]
+) -> list[Asking]:
+    """The templates as asked: ``{python}`` once per Python the recipe builds; ``{cuda}`` once per CUDA
+    configuration (its cuda-version and arm variant), on the machine named ``<subdir> cuda<version>``;
+    ``{cuda_version}`` once per CUDA version the recipe builds, on every machine of ``table_machines``."""
     asked: list[Asking] = []
     for template in templates:
-        if template.rule == "host":
+        if CUDA_FIELD in template.name:
             for subdir, cuda, arm in facts.cuda_configurations():
                 machine = f"{subdir} cuda{cuda}"
                 if machine not in machine_names:
@@ -408,6 +458,17 @@ def expand(templates: Sequence[Template], facts: Facts, machine_names: Sequence[
                 )
                 name = template.name.replace(CUDA_FIELD, f"{subdir} CUDA {cuda}" + (f" {arm}" if arm else ""))
                 asked.append(Asking(name, specs, template.constraints, template.rule, (machine,)))
+        elif CUDA_VERSION_FIELD in template.name:
+            for cuda in facts.cuda_versions():
+                asked.append(
+                    Asking(
+                        template.name.replace(CUDA_VERSION_FIELD, cuda),
+                        (*template.specs, f"cuda-version {cuda}.*"),
+                        template.constraints,
+                        template.rule,
+                        tuple(table_machines),
+                    )
+                )
         elif PYTHON_FIELD in template.name or any(PYTHON_FIELD in spec for spec in template.specs):
             for python in facts.pythons:
                 asked.append(

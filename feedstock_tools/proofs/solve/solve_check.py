@@ -222,6 +222,12 @@ def read_table(path: Path = REQUESTS_FILE) -> Table:
                 f"{path}: request {template.name!r} has rule {template.rule!r}; use one of "
                 f"{', '.join(expectations.RULES)} (feedstock_tools/proofs/solve/expectations.py)"
             )
+        fields = (expectations.CUDA_FIELD, expectations.CUDA_VERSION_FIELD)
+        if template.rule == "host" and not any(field in template.name for field in fields):
+            raise ToolError(
+                f"{path}: request {template.name!r} has rule host but names neither {fields[0]} nor "
+                f"{fields[1]}; a host is asked per CUDA configuration or per CUDA version (expectations.py)"
+            )
     known = {m.name for m in machines}
     unknown = [base for base in bases if base not in known]
     if unknown:
@@ -244,7 +250,9 @@ def load_requests(
         ):
             machines.append(Machine(f"{like.name} {suffix}", like.subdir, virtual, like.installed))
     _unique([m.name for m in machines], "machine", path)
-    asked = expectations.expand(table.templates, facts, [m.name for m in machines])
+    asked = expectations.expand(
+        table.templates, facts, [m.name for m in machines], [m.name for m in table.machines]
+    )
     requests = [Request(a.name, a.specs, a.constraints, a.rule, a.machines) for a in asked]
     _unique([r.name for r in requests], "request", path)
     return machines, requests
@@ -290,7 +298,8 @@ def virtual_packages(machine: Machine) -> list[Any]:
     return packages
 
 
-async def solve(channel_dir: Path, request: Request, machine: Machine) -> Outcome:
+async def solve(channel_dir: Path, request: Request, machine: Machine, gateway: Any = None) -> Outcome:
+    """One request on one machine; ``gateway``: a rattler Gateway the solves of one channel share."""
     import rattler
     from rattler.exceptions import SolverError
 
@@ -303,6 +312,7 @@ async def solve(channel_dir: Path, request: Request, machine: Machine) -> Outcom
             platforms=[machine.subdir, "noarch"],
             virtual_packages=virtual_packages(machine),
             constraints=[rattler.MatchSpec(spec) for spec in request.constraints],
+            gateway=gateway,
         )
     except SolverError as exc:
         return Outcome(error=str(exc).strip(), seconds=time.perf_counter() - started)
@@ -332,14 +342,20 @@ def solve_all(
     facts: expectations.Facts,
 ) -> list[Row]:
     """Each request solved on each machine it is asked on, beside the rules' expectation."""
+    import rattler
+
     channel.write(channel_dir)
+    # one gateway for every solve of this channel: without one, py-rattler makes a Gateway per solve
+    # (0.28.0 solver/solver.py:113-114), which costs more than most of the solves; a gateway reads a
+    # channel's repodata once and keeps it ("the repodata will only be fetched once", its docstring)
+    gateway = rattler.Gateway()
 
     async def run() -> list[Row]:
         return [
             Row(
                 request,
                 machine,
-                await solve(channel_dir, request, machine),
+                await solve(channel_dir, request, machine, gateway),
                 expected(request, machine, facts),
             )
             for request in requests

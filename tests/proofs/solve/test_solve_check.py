@@ -90,10 +90,11 @@ def test_every_request_on_every_machine_is_as_expected(
     rows = solve_all(channel, tmp_path, table.machines, table.requests, table.facts)
     wrong = [f"{r.request.name} on {r.machine.name}: {r.judged()[1]}" for r in rows if not r.judged()[0]]
     assert not wrong, wrong
-    everywhere = [r for r in table.requests if r.machines is None]
-    hosts = [r for r in table.requests if r.machines is not None]
-    assert len(rows) == len(everywhere) * len(table.machines) + len(hosts)
-    assert len(hosts) == len(table.facts.cuda_configurations())
+    assert len(rows) == sum(len(r.machines or table.machines) for r in table.requests)
+    hosts = [r for r in table.requests if r.rule == "host"]
+    on_build_machines = [r for r in hosts if len(r.machines or ()) == 1]
+    assert len(on_build_machines) == len(table.facts.cuda_configurations())
+    assert len(hosts) - len(on_build_machines) == len(table.facts.cuda_versions())
     # the issue's promise, read off the solver's picks: the newest driver gets the newest CUDA for all three
     newest = newest_cuda(table.facts, "linux-64")
     machine = f"linux-64 cuda{'.'.join(map(str, newest.cuda or ()))}"
@@ -119,6 +120,30 @@ def test_the_table_covers_the_issues_machines_and_requests(table: Table) -> None
     assert {r.name for r in table.requests if r.name.startswith("pytorch python=")} == {
         f"pytorch python={python}" for python in table.facts.pythons
     }
+
+
+def test_the_host_of_each_cuda_version_is_asked_where_it_cannot_be_solved(table: Table) -> None:
+    """The host of every CUDA version the recipe builds is asked on every machine of the table, and the rules
+    expect it to fail, with the solver's reason, on each kind of machine that cannot solve it: a driver older
+    than the version's major, a glibc below cuDSS's floor, a Jetson asking for a CUDA major it has no cuDSS
+    of, a subdir without cuDSS; and to solve on its own build machine."""
+    plain = {m.name for m in read_table().machines}
+    why: dict[str, set[str]] = {}
+    for request in (r for r in table.requests if r.rule == "host" and len(r.machines or ()) > 1):
+        assert set(request.machines or ()) == plain
+        for machine in (m for m in table.machines if m.name in plain):
+            expected = solve_check.expected(request, machine, table.facts)
+            why.setdefault(expected.split(" >=")[0].split(" for ")[0], set()).add(machine.name)
+    assert why.keys() == {"solves", "fails: __cuda", "fails: __glibc", "fails: cuda-version",
+                          "fails: No candidates were found"}  # fmt: skip
+    jetson = next(m for m in table.machines if "arm-variant * tegra" in m.installed)
+    assert jetson.name in why["fails: cuda-version"]
+    newest_major = version_key(table.facts.cuda_versions()[-1])[:1]
+    for machine in (m for m in table.machines if m.name in why["fails: __cuda"]):
+        driver = expectations.MachineFacts.of(machine.subdir, machine.virtual, machine.installed).driver
+        assert driver is not None and driver < newest_major
+    build_machines = {f"{subdir} cuda{cuda}" for subdir, cuda, _ in table.facts.cuda_configurations()}
+    assert build_machines <= why["solves"]
 
 
 def test_a_machine_at_every_cuda_arch_bound_and_just_below(table: Table) -> None:
@@ -236,6 +261,21 @@ WRONG_RECORDS: dict[str, tuple[Wrong, str, str, str]] = {
         lambda ch: change(ch, named("libcudss-dev", "cuda13"), lambda r: r.update(version="0.8.0")),
         "host of the linux-aarch64 CUDA 13.0 sbsa build, libcudss-dev <0.8", "linux-aarch64 cuda13.0",
         "found none",
+    ),
+    # the host of each CUDA version on every machine: each reason a machine cannot solve it must bite
+    "cuDSS without its glibc floor": (
+        lambda ch: change(ch, named("libcudss"), drop("__glibc")),
+        "host of a CUDA 12.9 build, libcudss-dev <0.8", "linux-64 cuda13.0 glibc2.17", "found one",
+    ),
+    "a Jetson cuDSS for every CUDA major": (
+        lambda ch: change(ch, named("libcudss", "tegra"), lambda r: r.update(
+            depends=[s for s in r["depends"] if not s.startswith("cuda-version")])),
+        # its CUDA 12 driver still stops it, for another reason than the one the rules name
+        "host of a CUDA 13.0 build, libcudss-dev <0.8", "jetson orin cuda12.6", "does not mention",
+    ),
+    "cuda-version constrains no __cuda, on a host": (
+        lambda ch: change(ch, named("cuda-version"), drop("__cuda", "constrains")),
+        "host of a CUDA 13.0 build, libcudss-dev <0.8", "linux-64 cuda12.9", "found one",
     ),
     "nomagma linalg depends on libmagma": (
         lambda ch: change(ch, named("libtorch-cuda-linalg", "nomagma"), with_libmagma),
@@ -359,6 +399,10 @@ def test_an_unknown_expectation_word_is_one_line_naming_the_words() -> None:
             "has rule 'best'; use one of torch, cpu, gpu",
         ),
         ("  - {name: pytorch, specs: [pytorch]}\n", "KeyError 'rule'"),
+        (
+            "  - {name: host, specs: [libcudss-dev], rule: host}\n",
+            "has rule host but names neither {cuda} nor {cuda_version}",
+        ),
     ],
 )
 def test_a_malformed_request_is_one_line_naming_the_file(tmp_path: Path, requests: str, message: str) -> None:
