@@ -40,9 +40,9 @@ SUBCOMMANDS: dict[str, str] = {
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; of only the one ``argv`` names, when it names one. Importing all
-    fifteen modules (Jinja, PyYAML, rattler, the harness) took 0.5 s of every command's start, where a
-    bare ``python`` starts in 0.1 s (measured): one module is imported for the command that runs, every
-    module only for the top-level help and errors, which list them all."""
+    fifteen modules (Jinja, PyYAML, rattler, the harness) was most of every command's start
+    (docs/records/2026-11-28-ci-time.md): one module is imported for the command that runs, every module
+    only for the top-level help and errors, which list them all."""
     parser = argparse.ArgumentParser(
         prog="python -m feedstock_tools",
         description="Maintainer tools of the pytorch feedstock. Run a subcommand with --help for details.",

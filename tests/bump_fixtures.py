@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from feedstock_tools.common.recipe_imports import REPO_ROOT
-from feedstock_tools.maintainer.version_compare import version_key
+from feedstock_tools.maintainer.version_compare import version_numbers
 from feedstock_tools.release import recipe_edit, wheel_source
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -46,13 +46,13 @@ def recipe_version(root: Path = REPO_ROOT) -> str:
 def fixture_versions() -> list[str]:
     """The releases the fixture sets were cut from (their wheels' names), oldest first."""
     names = [wheel_source.fixture_wheel_name(p) for p in FIXTURES.glob(f"*{wheel_source.FILES_SUFFIX}")]
-    return sorted({name.split("-")[1] for name in names if name}, key=version_key)
+    return sorted({name.split("-")[1] for name in names if name}, key=version_numbers)
 
 
 def next_release(current: str | None = None) -> str:
     """The release the bump tests go to: the oldest fixture release newer than the recipe's."""
     current = current or recipe_version()
-    newer = [v for v in fixture_versions() if version_key(v) > version_key(current)]
+    newer = [v for v in fixture_versions() if version_numbers(v) > version_numbers(current)]
     assert newer, f"no fixture set in {FIXTURES} is newer than the recipe's {current}: cut the next release's"
     return newer[0]
 

@@ -52,7 +52,7 @@ def two_pythons(config: Path, recipe_dir: Path = DEFAULT_RECIPE_DIR) -> frozense
     """For ``Rehearsal(pythons=...)``: pass 1's Python (else the oldest) among the pytorch outputs this
     machine can build, and the newest of them. With the default order the newest builds first and pass 1's
     Python returns after it, so every kind of pass runs; the linux-64 rehearsals of test_rehearsal.py keep
-    every Python, these save two pytorch passes (11 s of CPU, measured) where a platform is the point."""
+    every Python, these save two pytorch passes where a platform is the point."""
     configuration = read_configuration(config)
     offered = sorted(
         {

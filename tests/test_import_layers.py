@@ -356,7 +356,8 @@ def test_the_cli_table_names_the_subcommand_each_module_registers() -> None:
 
 
 def test_a_command_imports_only_the_module_of_its_subcommand() -> None:
-    """A command's start imports its own tool module, not the other fourteen (0.5 s of every start)."""
+    """A command's start imports its own tool module, not the other fourteen (most of every start:
+    docs/records/2026-11-28-ci-time.md)."""
     from feedstock_tools.__main__ import SUBCOMMANDS
 
     probe = (

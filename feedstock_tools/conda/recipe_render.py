@@ -174,7 +174,7 @@ def apply_pin_expressions(
         bounds[index] = ".".join(pieces)
     if bounds[0]:
         lower_parts = _version_parts(bounds[0])
-        if _version_key(flat) < _version_key(lower_parts):
+        if _conda_order(flat) < _conda_order(lower_parts):
             bounds[0] = ">=" + version  # a pre-release is below its own truncation
         else:
             bounds[0] = ">=" + bounds[0]
@@ -183,7 +183,7 @@ def apply_pin_expressions(
     return ",".join(bound for bound in bounds if bound)
 
 
-def _version_key(parts: Sequence[int | str]) -> tuple[tuple[int, int | str], ...]:
+def _conda_order(parts: Sequence[int | str]) -> tuple[tuple[int, int | str], ...]:
     # conda orders letter runs below numbers ("2.14.0rc1" < "2.14.0")
     return (*((1, p) if isinstance(p, int) else (0, p) for p in parts), (0, ""))
 

@@ -1,8 +1,8 @@
 """PyYAML's loaders with libyaml's scanner and parser where PyYAML has them (its PyPI wheels do).
 
 The C loaders build the same Python objects as the pure-Python ones (the constructor and resolver classes
-are the same), in a fraction of the time: conda-forge's pinning read with the Python ``BaseLoader`` was
-40 s of a profiled ``test_recipe_outputs.py`` run. Every YAML file a tool reads goes through these.
+are the same), in a fraction of the time (docs/records/2026-11-28-ci-time.md). Every YAML file a tool
+reads goes through these.
 """
 
 from __future__ import annotations

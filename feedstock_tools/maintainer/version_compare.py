@@ -15,7 +15,7 @@ _OPERATORS = ("==", ">=", "<=", "!=", "~=", ">", "<", "=")
 _NUMBER = re.compile(r"\d+")
 
 
-def version_key(text: str) -> tuple[int, ...]:
+def version_numbers(text: str) -> tuple[int, ...]:
     """``"v2.29.3-1"`` -> ``(2, 29, 3, 1)``: the numbers of a version, for ordering and prefixes."""
     return tuple(int(number) for number in _NUMBER.findall(text))
 
@@ -35,12 +35,12 @@ def _split_constraint(part: str) -> tuple[str, str]:
 
 def satisfies(version: str, constraint: str) -> bool:
     """Whether concrete ``version`` meets every comma-separated part of ``constraint``."""
-    have = version_key(version)
+    have = version_numbers(version)
     for part in constraint.split(","):
         if not part.strip():
             continue
         operator, wanted_text = _split_constraint(part)
-        wanted = version_key(wanted_text)
+        wanted = version_numbers(wanted_text)
         if wanted_text.endswith("*") or operator in ("==", "="):
             ok = have[: len(wanted)] == wanted
         elif operator == ">=":
@@ -66,12 +66,12 @@ def _normalise_bound(text: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
 
 def _key(part: str) -> tuple[str, tuple[int, ...]]:
     operator, version = _split_constraint(part)
-    return operator, version_key(version)
+    return operator, version_numbers(version)
 
 
 def _pin_matches(pin: str, version: str) -> bool:
     """A pin (``12.9``, ``2``) matches a version (``12.9.1``) when one is a prefix of the other."""
-    pin_key, version_key_ = version_key(pin), version_key(version)
+    pin_key, version_key_ = version_numbers(pin), version_numbers(version)
     shorter = min(len(pin_key), len(version_key_))
     return shorter > 0 and pin_key[:shorter] == version_key_[:shorter]
 

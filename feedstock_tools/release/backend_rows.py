@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from feedstock_tools.maintainer.version_compare import version_key
+from feedstock_tools.maintainer.version_compare import version_numbers
 from feedstock_tools.release import recipe_edit
 from feedstock_tools.release.release_metadata import Release, dist_info_member
 from feedstock_tools.release.rows import CHANGED, PERSON, SAME, Row
@@ -42,13 +42,13 @@ def backend_change(release: Release, meta: str) -> tuple[str, list[Row]]:
     tools = {tool.split()[0]: tool for tool in recipe_edit.python_host_tools(meta)}
     old = tools.get(SKBUILD, "(no scikit-build-core)")
     if name == SKBUILD:
-        spec = ">=" + min(versions, key=version_key)
+        spec = ">=" + min(versions, key=version_numbers)
         new_meta = recipe_edit.set_python_host_tool(meta, SKBUILD, spec)
         new = f"{SKBUILD} {spec}"
     else:
         new_meta = recipe_edit.set_python_host_tool(meta, SKBUILD, None)
         new = "(no scikit-build-core)"
-    shown = ", ".join(f"{name} {v}" for v in sorted(versions, key=version_key))
+    shown = ", ".join(f"{name} {v}" for v in sorted(versions, key=version_numbers))
     row = Row(
         "build backend",
         "host (WHEEL Generator: " + shown + ")",

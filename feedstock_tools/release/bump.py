@@ -33,7 +33,7 @@ from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.python_floor import python_floor_skip
 from feedstock_tools.maintainer import anchor_parity
 from feedstock_tools.maintainer.conda_pins import conda_forge_pins
-from feedstock_tools.maintainer.version_compare import version_key
+from feedstock_tools.maintainer.version_compare import version_numbers
 from feedstock_tools.release import (
     backend_rows,
     bundled_rows,
@@ -95,12 +95,16 @@ class BumpState:
 
 
 def read_release(state: BumpState) -> None:
+    """Reads every platform's wheel of the release (or its fixture set), each checked to be what its name
+    says, and the current version's where they are at hand; a missing wheel stops the bump here."""
     state.release = load_release(state.wheel_dirs, state.version)
     current = recipe_edit.read_version(state.meta).version
     state.previous = previous_release(state.wheel_dirs, current)
 
 
-def source_rows(state: BumpState) -> None:
+def set_source(state: BumpState) -> None:
+    """Sets the recipe's version and sha256 and resets the build number to 0; the rows say what the
+    person checks: that the sha256 is the release tarball's."""
     current = recipe_edit.read_version(state.meta)
     state.new_meta = recipe_edit.set_version(state.meta, state.version, state.sha256)
     state.rows += [
@@ -117,10 +121,12 @@ def source_rows(state: BumpState) -> None:
     ]
 
 
-def python_rows(state: BumpState) -> None:
+def set_python_floor(state: BumpState) -> None:
+    """Sets the oldest Python to the wheels' Requires-Python: python_min and the pytorch output's skip
+    where the floor is above the pinning's python_min, neither where it is not."""
     floor = state.floor = python_floor(state.the_release)
     pinned = conda_forge_pins(state.pinning, "linux-64").get("python_min", ["?"])[0]
-    written = floor if version_key(floor) > version_key(str(pinned)) else None
+    written = floor if version_numbers(floor) > version_numbers(str(pinned)) else None
     old_skip = python_floor_skip(state.meta) or f"(pinning's python_min {pinned})"
     before = state.new_meta
     state.new_meta, state.new_config = recipe_edit.set_python_floor(state.new_meta, state.config, written)
@@ -135,38 +141,51 @@ def python_rows(state: BumpState) -> None:
     )
 
 
-def backend(state: BumpState) -> None:
+def set_build_backend(state: BumpState) -> None:
+    """Checks the wheels' build backend (their WHEEL Generator) and sets scikit-build-core in the host at
+    the lowest version any wheel names, or removes it for a setuptools release."""
     state.new_meta, rows = backend_rows.backend_change(state.the_release, state.new_meta)
     state.rows += rows
 
 
-def requirements(state: BumpState) -> None:
+def set_run_requirements(state: BumpState) -> None:
+    """Checks the pytorch output's run requirements against the wheels' Requires-Dist and brings
+    each to it, one line per CUDA series where a package follows the toolkit."""
     state.new_meta, rows = requirement_rows.requirement_changes(
         state.the_release, state.new_meta, state.feedstock
     )
     state.rows += rows
 
 
-def solve_check(state: BumpState) -> None:
+def check_solve_records(state: BumpState) -> None:
+    """Checks the bumped run requirements against solve-check's records and requests: a spec no record
+    meets, a request for a Python below the new floor."""
     state.rows += solve_rows.solve_record_rows(state.new_meta)
     state.rows += solve_rows.solve_request_rows(state.floor)
 
 
-def staging(state: BumpState) -> None:
+def check_staging(state: BumpState) -> None:
+    """Checks the staging table against every wheel of the release: files no rule places, files two
+    rules place, rules that placed files of the current version and none now."""
     state.rows += staging_rows.staging_rows(state.the_release, state.previous)
 
 
-def patches(state: BumpState) -> None:
+def check_patches(state: BumpState) -> None:
+    """Judges every hunk of every patch against the release's text of the files it changes, as the wheels
+    carry them: the evidence the bump writes and check reads back."""
     state.evidence = patch_rows.release_evidence(state.root, state.the_release)
     state.rows += patch_rows.patch_rows(state.root, state.evidence)
 
 
 def write_recipe(state: BumpState) -> None:
+    """Writes the bumped meta.yaml and conda_build_config.yaml (each through the one writer)."""
     atomic_file.write_text(state.root / recipe_edit.META, state.new_meta, newline="")
     atomic_file.write_text(state.root / recipe_edit.CONFIG, state.new_config, newline="")
 
 
 def write_patch_evidence(state: BumpState) -> None:
+    """Writes the release's patch evidence, which check judges the patches against until a pre-image
+    from the tarball replaces it."""
     assert state.evidence is not None, "the patches stage runs before"
     path = patch_rows.evidence_path(state.root, state.version)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,8 +204,9 @@ def write_patch_evidence(state: BumpState) -> None:
 
 
 def render_ci(state: BumpState) -> None:
-    """render-ci's writer: .ci_support, the workflow and recipe-v1/ converted from the bumped meta.yaml
-    (convert-v1), so every change above reaches the v1 recipe and nothing is left to mirror by hand."""
+    """Writes what render-ci writes: .ci_support, the workflow and recipe-v1/ converted from the bumped
+    meta.yaml (convert-v1), so every change above reaches the v1 recipe and nothing is left to mirror by
+    hand."""
     written = ci_support.write_files(state.root, state.pinning)
     state.view = None  # the rows below read the configurations just written
     state.rows.append(
@@ -200,21 +220,27 @@ def render_ci(state: BumpState) -> None:
     )
 
 
-def bundled(state: BumpState) -> None:
+def check_bundled_versions(state: BumpState) -> None:
+    """Checks the versions the release bundles (pybind11, ...) against the pins the rendered
+    configurations build with."""
     state.rows += bundled_rows.bundled_rows(state.feedstock, state.the_release)
 
 
-def cuda(state: BumpState) -> None:
+def check_cuda(state: BumpState) -> None:
+    """Checks PyPI's CUDA builds of the release against the CUDA versions the rendered configurations
+    build, and the oldest CUDA the release's CMake accepts against the oldest built."""
     state.rows += cuda_rows.cuda_rows(state.feedstock, state.the_release)
 
 
-def linkage(state: BumpState) -> None:
+def check_linkage(state: BumpState) -> None:
+    """Checks each wheel's binaries, staged by the table, against the bumped recipe's run requirements
+    (the libraries they need), after the libraries the current version's did not need."""
     state.rows += linkage_rows.linkage_rows(state.feedstock, state.the_release, state.previous)
 
 
-def anchor(state: BumpState) -> None:
-    """The parity table against the bumped recipe (its values that follow the recipe, its decisions), and
-    its document rewritten from it."""
+def refresh_anchor_parity(state: BumpState) -> None:
+    """Checks the parity table against the bumped recipe (its values that follow the recipe, its
+    decisions) and rewrites its document from it."""
     problems, written = anchor_parity.refresh(state.root)
     for problem in problems:
         state.rows.append(
@@ -234,20 +260,20 @@ def anchor(state: BumpState) -> None:
 Stage = Callable[[BumpState], None]
 STAGES: tuple[tuple[str, Stage], ...] = (
     ("release", read_release),
-    ("source", source_rows),
-    ("python", python_rows),
-    ("build backend", backend),
-    ("run requirements", requirements),
-    ("solve-check", solve_check),
-    ("staging", staging),
-    ("patches", patches),
+    ("source", set_source),
+    ("python", set_python_floor),
+    ("build backend", set_build_backend),
+    ("run requirements", set_run_requirements),
+    ("solve-check", check_solve_records),
+    ("staging", check_staging),
+    ("patches", check_patches),
     ("write recipe", write_recipe),
     ("write patch evidence", write_patch_evidence),
     ("render-ci", render_ci),
-    ("bundled versions", bundled),
-    ("CUDA", cuda),
-    ("linkage", linkage),
-    ("anchor parity", anchor),
+    ("bundled versions", check_bundled_versions),
+    ("CUDA", check_cuda),
+    ("linkage", check_linkage),
+    ("anchor parity", refresh_anchor_parity),
 )
 
 
@@ -260,10 +286,12 @@ class Bump:
 
     @property
     def needs_a_person(self) -> bool:
+        """Whether a row asks the person for a decision the bump cannot make."""
         return any(row.status == PERSON for row in self.rows)
 
 
 def check_arguments(version: str, sha256: str) -> None:
+    """The release as conda spells it and the tarball's sha256; a one-line ToolError naming the fix."""
     if not VERSION.match(version):
         raise ToolError(
             f"version {version!r} is not X.Y.Z (or X.Y.Z.rcN): give the release as conda spells "
@@ -289,12 +317,13 @@ def bump(root: Path, version: str, sha256: str, wheel_dirs: list[Path], pinning:
             raise ToolError(f"{path} not found: pass the feedstock root with --root")
     meta, config = meta_path.read_text(encoding="utf-8"), config_path.read_text(encoding="utf-8")
     current = recipe_edit.read_version(meta)
-    if version_key(version) <= version_key(current.version):
+    if version_numbers(version) <= version_numbers(current.version):
         raise ToolError(f"{version} is not newer than the recipe's {current.version}: give the new release")
     state = BumpState(root, version, sha256, wheel_dirs, pinning, meta, config)
     running = [STAGES[0][0]]
 
     def stages() -> None:
+        """Every stage in order, each named on the progress line as it starts."""
         for number, (name, stage) in enumerate(STAGES, start=1):
             running[0] = name
             progress(f"bump {version}: [{number}/{len(STAGES)}] {name}")

@@ -7,7 +7,7 @@ import re
 
 from feedstock_tools.common.configuration import cuda_versions
 from feedstock_tools.common.feedstock import Feedstock
-from feedstock_tools.maintainer.version_compare import version_key
+from feedstock_tools.maintainer.version_compare import version_numbers
 from feedstock_tools.release.release_metadata import Release, cuda_of, requirements
 from feedstock_tools.release.rows import PERSON, SAME, Row
 
@@ -24,7 +24,7 @@ def cuda_rows(feedstock: Feedstock, release: Release) -> list[Row]:
     upstream = requirements(release)
     for subdir, source in release.wheels.items():
         cuda = cuda_of(source)
-        ours = sorted(set(built.get(subdir, [])), key=version_key)
+        ours = sorted(set(built.get(subdir, [])), key=version_numbers)
         if cuda is None:
             rows.append(Row("CUDA", subdir, ", ".join(ours) or "CPU only", "PyPI wheel: CPU", SAME))
             continue
@@ -55,8 +55,8 @@ def cuda_rows(feedstock: Feedstock, release: Release) -> list[Row]:
         )
     floor = release.text(CUDA_CMAKE)
     if floor and (match := CUDA_FLOOR.search(floor[1])):
-        oldest = min((v for versions in built.values() for v in versions), key=version_key, default=None)
-        ok = oldest is None or version_key(oldest) >= version_key(match[1])
+        oldest = min((v for versions in built.values() for v in versions), key=version_numbers, default=None)
+        ok = oldest is None or version_numbers(oldest) >= version_numbers(match[1])
         rows.append(
             Row(
                 "CUDA",

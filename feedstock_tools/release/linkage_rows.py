@@ -11,7 +11,7 @@ from pathlib import Path
 
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.feedstock import Feedstock
-from feedstock_tools.maintainer.version_compare import version_key
+from feedstock_tools.maintainer.version_compare import version_numbers
 from feedstock_tools.proofs.wheels import linkage, wheel_layout
 from feedstock_tools.release.release_metadata import Release, cuda_of
 from feedstock_tools.release.rows import PERSON, SAME, Row, examples
@@ -29,8 +29,8 @@ def config_for(feedstock: Feedstock, subdir: str, cuda: str | None) -> Path | No
             continue
         distance = major = 0
         if cuda and config.cuda:
-            distance = abs(version_key(config.cuda)[-1] - version_key(cuda)[-1])
-            major = abs(version_key(config.cuda)[0] - version_key(cuda)[0])
+            distance = abs(version_numbers(config.cuda)[-1] - version_numbers(cuda)[-1])
+            major = abs(version_numbers(config.cuda)[0] - version_numbers(cuda)[0])
         configs.append(((major, distance, config.blas != "generic"), config.path))
     return min(configs)[1] if configs else None
 

@@ -22,7 +22,7 @@ from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.conda.selectors import evaluate_selector, selector_namespace
 from feedstock_tools.maintainer.deps import DEPENDENCIES
 from feedstock_tools.maintainer.upstream_versions import normalise_name
-from feedstock_tools.maintainer.version_compare import version_key
+from feedstock_tools.maintainer.version_compare import version_numbers
 from feedstock_tools.release import recipe_edit
 from feedstock_tools.release.recipe_edit import RunLine
 from feedstock_tools.release.release_metadata import Release, release_cuda, requirements
@@ -142,7 +142,7 @@ def _series_lines(
     selector, _ = marker_selector(marker, configs)
     flag = selector.split(" and ")[0] if selector else ""
     versions = sorted(
-        {c.cuda for c in configs if c.cuda and (not flag or c.namespace.get(flag))}, key=version_key
+        {c.cuda for c in configs if c.cuda and (not flag or c.namespace.get(flag))}, key=version_numbers
     )
     major = cuda.split(".", maxsplit=1)[0]
     lines, others = [], []

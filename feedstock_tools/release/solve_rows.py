@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from feedstock_tools.maintainer.version_compare import satisfies, version_key
+from feedstock_tools.maintainer.version_compare import satisfies, version_numbers
 from feedstock_tools.proofs.solve import solve_channel, solve_check
 from feedstock_tools.release import recipe_edit
 from feedstock_tools.release.rows import PERSON, SAME, Row
@@ -86,7 +86,7 @@ def solve_request_rows(floor: str) -> list[Row]:
     for request in solve_check.read_table().templates:
         for spec in request.specs:
             match = re.fullmatch(r"python (\d+\.\d+)\.\*", spec)
-            if match and version_key(match[1]) < version_key(floor):
+            if match and version_numbers(match[1]) < version_numbers(floor):
                 rows.append(
                     Row(
                         "solve-check request",

@@ -40,7 +40,7 @@ from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import python_floor, recipe_v1
 from feedstock_tools.maintainer import check, patch_hunks, render_v1
 from feedstock_tools.maintainer.upstream_versions import parse_requirement
-from feedstock_tools.maintainer.version_compare import satisfies, version_key
+from feedstock_tools.maintainer.version_compare import satisfies, version_numbers
 from feedstock_tools.proofs.solve import solve_channel, solve_check
 from feedstock_tools.release import (
     backend_rows,
@@ -309,7 +309,7 @@ def test_the_build_backend_of_the_wheels_is_in_the_host(bumped: BumpRun) -> None
         generators |= set(re.findall(r"^Generator: (\S+) \(?([\d.]+)", source.text(member) or "", re.M))
     tools = recipe_edit.python_host_tools((bumped.root / "recipe/meta.yaml").read_text())
     if {name for name, _ in generators} == {backend_rows.SKBUILD}:
-        lowest = min((version for _, version in generators), key=version_key)
+        lowest = min((version for _, version in generators), key=version_numbers)
         assert f"{backend_rows.SKBUILD} >={lowest}" in tools
     else:
         assert not any(tool.startswith(backend_rows.SKBUILD) for tool in tools)
@@ -427,7 +427,7 @@ def per_cuda_version_lines(meta: str) -> list[recipe_edit.RunLine]:
 def test_the_next_bump_keeps_each_cuda_series(worked: Worked, bumped: BumpRun) -> None:
     """Bumping the worked copy again (to the next fixture release, else the same one) rewrites only the line
     of PyPI's CUDA series and keeps the other series' line as it is, without a row for a person."""
-    later = [v for v in fixture_versions() if version_key(v) > version_key(bumped.version)]
+    later = [v for v in fixture_versions() if version_numbers(v) > version_numbers(bumped.version)]
     release = load_release([FIXTURES], later[0] if later else bumped.version)
     meta = (worked.root / "recipe/meta.yaml").read_text()
     new_meta, found = requirement_rows.requirement_changes(release, meta, Feedstock(worked.root))

@@ -301,8 +301,9 @@ def wheel_packages(
     this Python: the wheel's files under lib/python3.X/site-packages, its console scripts in bin/.
 
     An entry of the cache per Python and requirement list (``packages/*.conda``, with the wheels they were
-    made from): the CPU and CUDA channels ask for the same packages, and on a new machine the second channel
-    spent 19 s of CPU making them again (pip's resolution, compiling every module). Without ``wait``, None
+    made from): the CPU and CUDA channels ask for the same packages, which the second channel would make
+    again (pip's resolution, compiling every module; docs/records/2026-11-28-ci-time.md). Without
+    ``wait``, None
     when another process is making this Python's packages now."""
     interpreter = prefixes.find_interpreter(minor)
     assert interpreter is not None  # wheels_key found it
@@ -626,7 +627,7 @@ def _python_packages(
     while pending:
         # first a Python whose packages no other process is making now, else wait for the first: two test
         # workers making the CPU and the CUDA channel at once each make one Python's, where one waited for
-        # the other to make them all (both channels from an empty cache: 28 s -> 17 s, measured)
+        # the other to make them all (docs/records/2026-11-28-ci-time.md)
         for minor in pending:
             wheels = wheel_packages(minor, plan.pip_requirements, store, log, wait=False, say=progress)
             if wheels is not None:

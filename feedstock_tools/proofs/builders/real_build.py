@@ -442,7 +442,7 @@ def conda_build_run(
 
 
 # py-rattler-build's entry point, run in a child process: in-process it keeps the interpreter from handling
-# a signal until its Rust code returns (measured: 13-31 s from SIGTERM to the end), and its build scripts
+# a signal until its Rust code returns (docs/reference/real-build.md), and its build scripts
 # would not get the signal at all
 RATTLER_CHILD = (
     "import json, sys\nfrom rattler_build import build_recipes\nbuild_recipes(**json.loads(sys.argv[1]))\n"

@@ -52,8 +52,9 @@ PYPI_NAMES = {
 }
 # The venv the tests' host_pythons fixture uses: what the stand-in's setup.py needs besides Python.
 DEFAULT_PIP_PACKAGES = ("numpy", "packaging", "setuptools>=77.0.3,<82")
-# The packages whose install and byte-compiling are most of a template's time (numpy, setuptools: 6 s of
-# CPU a Python): a template of a host list asking for them is made from a shared one of only them.
+# The packages whose install and byte-compiling are most of a template's time (numpy, setuptools;
+# docs/records/2026-11-28-ci-time.md): a template of a host list asking for them is made from a shared one
+# of only them.
 SHARED_BASE = frozenset({"numpy", "setuptools"})
 # Bumped when the template recipe changes: a key input, so stale templates are not reused.
 TEMPLATE_FORMAT = "6"
@@ -290,8 +291,8 @@ def _uv_version() -> str:
 def _make_venv_template(
     making: cache_store.Making, minor: str, log: Path, packages: tuple[str, ...], base: Path | None = None
 ) -> None:
-    """uv rather than venv and pip: the sixteen templates of a first run took 150 s of CPU with venv's
-    ensurepip and pip, 13 s with uv (docs/records/2026-11-28-ci-time.md). Every template holds pip, as
+    """uv rather than venv and pip: about a tenth of the CPU for a first run's templates
+    (docs/records/2026-11-28-ci-time.md). Every template holds pip, as
     conda's host prefixes do: conda adds pip to python's dependencies (conda 26.7.1
     conda/base/context.py:221, ``add_pip_as_python_dependency`` defaults to True). Nothing else: no
     setuptools a host list lacks."""

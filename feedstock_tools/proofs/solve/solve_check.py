@@ -187,7 +187,7 @@ def read_table(path: Path = REQUESTS_FILE) -> Table:
     """The machines, arch machine bases and request templates of ``path``; one line naming the file and the
     fix for a malformed entry, a duplicate name or an unknown rule."""
     try:
-        # every step of a rehearsal asks (0.25 s a read with PyYAML's Python parser)
+        # every step of a rehearsal asks: libyaml's parser (docs/records/2026-11-28-ci-time.md)
         data = safe_load(path.read_text(encoding="utf-8"))
         machines = tuple(
             Machine(

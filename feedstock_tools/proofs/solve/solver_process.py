@@ -13,7 +13,7 @@ solves once in-process and exits crashed in 14 of 40 runs (2 shared cores, load 
 
 So one child process per process of ours solves every request (one JSON line each way) and, once its input
 closes, ends with ``os._exit``: it never finalizes, so the race has no window there, and the parent never
-starts the runtime at all. The child starts at the first solve (about 0.4 s) and serves until this process
+starts the runtime at all. The child starts at the first solve and serves until this process
 exits (``atexit`` closes its input and waits for it).
 """
 

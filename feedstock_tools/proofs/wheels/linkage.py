@@ -69,7 +69,7 @@ def parse_binary(data: bytes | Path) -> BinaryNeeds | None:
     """Read a binary's needs with lief; None for a file that is no ELF, Mach-O or PE binary.
 
     Only the load commands and dynamic section are parsed (symbols, relocations and signatures left out):
-    libtorch_cuda.so (470 MB) takes 2.9 s instead of 6.3 s."""
+    about half the time on libtorch_cuda.so (docs/records/2026-11-28-ci-time.md)."""
     import lief  # a dev requirement (requirements-dev.txt); imported here so --help works without it
 
     lief.logging.disable()
