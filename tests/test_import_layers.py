@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def imports_of(
     wanted = packages or (package_dir.name,)
     importer = module_name(path, package_dir)
     is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in _nodes(path.read_text()):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -87,6 +88,12 @@ def imports_of(
         for target in targets:
             if any(target == package or target.startswith(f"{package}.") for package in wanted):
                 yield Import(importer, target, path.relative_to(package_dir.parent), node.lineno)
+
+
+@functools.cache
+def _nodes(source: str) -> tuple[ast.AST, ...]:
+    """Every node of a module, by its text: each check of this module reads every module's imports."""
+    return tuple(ast.walk(ast.parse(source)))
 
 
 def tool_and_driver_imports(package_dir: Path) -> Iterator[Import]:

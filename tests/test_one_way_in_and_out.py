@@ -14,6 +14,7 @@ variables (``megabuild.conda_env.CondaBuild.cuda_version``), and holds the one w
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -131,7 +132,12 @@ def relative(path: Path) -> str:
 
 def code_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, code) of a Python file: comments removed, docstrings left out."""
-    source = path.read_text(encoding="utf-8")
+    return iter(_code_lines_of(path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def _code_lines_of(source: str) -> tuple[tuple[int, str], ...]:
+    """By the file's text: each rule of this module scans every file of the tools."""
     docstrings: set[int] = set()
     for node in ast.walk(ast.parse(source)):
         body = getattr(node, "body", None)
@@ -144,15 +150,18 @@ def code_lines(path: Path) -> Iterator[tuple[int, str]]:
         if token.type == tokenize.COMMENT:
             row, column = token.start
             lines[row - 1] = lines[row - 1][:column]
-    for number, line in enumerate(lines, start=1):
-        if number not in docstrings:
-            yield number, line
+    return tuple((number, line) for number, line in enumerate(lines, start=1) if number not in docstrings)
 
 
 def enclosing_functions(path: Path) -> dict[int, str]:
     """Line number -> the name of the innermost function holding it."""
+    return _enclosing_functions_of(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _enclosing_functions_of(source: str) -> dict[int, str]:
     names: dict[int, str] = {}
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(source)
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     for function in sorted(functions, key=lambda f: f.lineno):  # inner functions come later and win
         for line in range(function.lineno, (function.end_lineno or function.lineno) + 1):
