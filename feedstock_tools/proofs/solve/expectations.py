@@ -48,7 +48,7 @@ from feedstock_tools.common.errors import ToolError
 from megabuild import package_files
 
 LIBTORCH, LINALG, PYTORCH = package_files.PACKAGES
-CPU, GPU = "pytorch-cpu", "pytorch-gpu"
+CPU, GPU = package_files.PYTORCH_CPU, package_files.PYTORCH_GPU
 PYTHON_FIELD, CUDA_FIELD, CUDA_VERSION_FIELD = "{python}", "{cuda}", "{cuda_version}"
 Version = tuple[int, ...]
 
