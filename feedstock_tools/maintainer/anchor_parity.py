@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from feedstock_tools.ci.forge_config import read_forge_settings
-from feedstock_tools.common.configuration import NO_CUDA, Configuration, read_configuration
+from feedstock_tools.common.configuration import NO_CUDA, Configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.feedstock import Feedstock, configuration_files
 from feedstock_tools.common.recipe_imports import REPO_ROOT
@@ -198,8 +198,9 @@ def _build_platform(target: str, root: Path = REPO_ROOT) -> str:
 
 @cache
 def _recipe_version(root: Path = REPO_ROOT) -> str:
-    config = Feedstock(root).configuration_files("linux_64_*.yaml")[0]
-    return render_recipe(root / "recipe", _configuration(config)).outputs[0].version
+    feedstock = Feedstock(root)
+    config = feedstock.configuration(feedstock.configuration_files("linux_64_*.yaml")[0])
+    return render_recipe(root / "recipe", config).outputs[0].version
 
 
 @dataclass(frozen=True)
@@ -213,13 +214,17 @@ class Actual:
     runner: list[str]
 
 
-def actual(family: Family, table: Table, ci_support: Path, root: Path = REPO_ROOT) -> Actual:
+def actual(
+    family: Family, table: Table, ci_support: Path, root: Path = REPO_ROOT, feedstock: Feedstock | None = None
+) -> Actual:
+    """One family's settings as the driver computes them for its configuration (read through
+    ``feedstock``, the command's view of the tree, where given)."""
     from megabuild import conda_env, environment, windows
 
     path = config_path(family, ci_support)
-    config = _configuration(path)
+    config = (feedstock or Feedstock(root)).configuration(path)
     target = config.target_platform
-    rendered = _render(root / "recipe", path, _build_platform(target, root))
+    rendered = _render(root / "recipe", config, _build_platform(target, root))
     # the recipe's own values for pass 1's script (its GPU architectures), as conda-build passes them
     script_env = (rendered.top_level.build if rendered.top_level else {}).get("script_env") or ()
     caller_values = {**table.caller[config.platform], **script_environment(script_env, {})}
@@ -247,16 +252,16 @@ class DriverRefusal(ToolError):
     cannot be computed until that is fixed; the message names the family and the driver's reason."""
 
 
-@cache
-def _configuration(path: Path) -> Configuration:
-    """A family's configuration, read once per process (the family's environment and render both take it)."""
-    return read_configuration(path)
+_RENDERS: dict[tuple[Path, Path, str], Any] = {}
 
 
-@cache
-def _render(recipe_dir: Path, path: Path, build_subdir: str) -> Any:
-    """The rendered recipe of one configuration (rendered once per process: the driver's part is cheap)."""
-    return render_recipe(recipe_dir, _configuration(path), build_subdir=build_subdir)
+def _render(recipe_dir: Path, config: Configuration, build_subdir: str) -> Any:
+    """The rendered recipe of one configuration, by its file (rendered once per process: the driver's part
+    is cheap)."""
+    key = (recipe_dir, config.path, build_subdir)
+    if key not in _RENDERS:
+        _RENDERS[key] = render_recipe(recipe_dir, config, build_subdir=build_subdir)
+    return _RENDERS[key]
 
 
 def _cmake_arg(check: Mapping[str, Any], found: Actual) -> str | None:
@@ -330,8 +335,12 @@ class Problem:
         return f"{self.setting} [{self.family}]: {self.fix}"
 
 
-def actuals(table: Table, ci_support: Path, root: Path = REPO_ROOT) -> dict[str, Actual]:
-    return {name: actual(family, table, ci_support, root) for name, family in table.families.items()}
+def actuals(
+    table: Table, ci_support: Path, root: Path = REPO_ROOT, feedstock: Feedstock | None = None
+) -> dict[str, Actual]:
+    """Every family's settings, the configurations read through one view of the tree."""
+    view = feedstock or Feedstock(root)
+    return {name: actual(family, table, ci_support, root, view) for name, family in table.families.items()}
 
 
 def disagreement_problems(table: Table, found: Mapping[str, Actual]) -> list[Problem]:
@@ -447,11 +456,12 @@ def contradictions(table: Table, found: Mapping[str, Actual] | None = None) -> l
 # ---- what `check` and the bump run ------------------------------------------------------------------
 
 
-def problems(root: Path = REPO_ROOT) -> list[Problem]:
+def problems(root: Path = REPO_ROOT, feedstock: Feedstock | None = None) -> list[Problem]:
     """Every disagreement and contradiction of the table with the feedstock at ``root``, and a stale
-    document."""
+    document (the configurations read through ``feedstock``, the command's view, where given)."""
     table = load_table(table_file(root))
-    found = actuals(table, Feedstock(root).ci_support, root)
+    view = feedstock or Feedstock(root)
+    found = actuals(table, view.ci_support, root, view)
     found_problems = disagreement_problems(table, found) + contradictions(table, found)
     document = root / DOC_NAME
     if document.is_file() and document.read_text(encoding="utf-8") != render_markdown(table, root, found):

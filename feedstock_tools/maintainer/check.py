@@ -441,6 +441,7 @@ def run_checks(
     if not (recipe_dir / "meta.yaml").is_file():
         raise ToolError(f"{recipe_dir / 'meta.yaml'} not found: pass the feedstock root with --root")
     check_recipe(recipe_dir)  # a broken recipe file is one line, not a finding per configuration
+    feedstock = Feedstock(root)  # each committed configuration read once, by the rules that read them
     findings = check_patches(recipe_dir)
     arch_findings = check_arch_lists(recipe_dir)
     findings += arch_findings
@@ -469,10 +470,13 @@ def run_checks(
     # a stale recipe-v1/ is one ci-support finding naming convert-v1; its render differences from meta.yaml
     # would restate that one cause per item, so they are compared once it is converted again
     findings += check_recipe_v1(
-        root, compare=not recipe_v1.stale(root), renders=current_renders(root, expected, renders)
+        root,
+        compare=not recipe_v1.stale(root),
+        renders=current_renders(root, expected, renders),
+        feedstock=feedstock,
     )
     progress("check: the anchor-parity table against every family")
-    findings += check_anchor_parity(root, cause_reported=bool(arch_findings))
+    findings += check_anchor_parity(root, cause_reported=bool(arch_findings), feedstock=feedstock)
     return _dedupe(findings)
 
 
@@ -505,12 +509,14 @@ def check_recipe_v1(
     *,
     compare: bool = True,
     renders: Mapping[str, RenderedRecipe] | None = None,
+    feedstock: Feedstock | None = None,
 ) -> list[Finding]:
     """Where the v1 recipe lives (render_v1.layout_problems: R-051), then every
     difference between recipe-v1/recipe.yaml's real rattler-build render and meta.yaml's over the committed
     .ci_support configurations (or ``configs``): one finding per item one recipe lists and the other lacks
     (or per value they give differently), naming the configurations; a recipe that does not parse is one
-    finding. ``renders``: meta.yaml's renders of committed configurations, by name, made already (check's)."""
+    finding. ``renders``: meta.yaml's renders of committed configurations, by name, made already (check's);
+    ``feedstock``: the command's view of the tree, which reads each configuration once."""
     recipe_dir, v1_dir = root / "recipe", root / render_v1.V1_DIRNAME
     v1_recipe = v1_dir / "recipe.yaml"
     findings = [Finding("recipe-v1", where, what) for where, what in render_v1.layout_problems(root)]
@@ -521,11 +527,13 @@ def check_recipe_v1(
         return [*findings, Finding("recipe-v1", f"{render_v1.V1_DIRNAME}/recipe.yaml", unreadable)]
     errors: dict[str, list[str]] = {}
     differences = []
-    for path in configs or Feedstock(root).configuration_files():
+    view = feedstock or Feedstock(root)
+    for path in configs or view.configuration_files():
         try:
-            differences += render_v1.compare_config(recipe_dir, path, v1_dir, (renders or {}).get(path.stem))[
-                1
-            ]
+            rendered = (renders or {}).get(path.stem)
+            differences += render_v1.compare_config(
+                recipe_dir, path, v1_dir, rendered, configuration=view.configuration(path)
+            )[1]
         except (ToolError, ValueError) as exc:
             errors.setdefault(str(exc).replace(path.stem, "<configuration>"), []).append(path.stem)
     for message, shown_in in errors.items():
@@ -552,14 +560,16 @@ def _yaml_problem(path: Path) -> str | None:
     return None
 
 
-def check_anchor_parity(root: Path, *, cause_reported: bool = False) -> list[Finding]:
+def check_anchor_parity(
+    root: Path, *, cause_reported: bool = False, feedstock: Feedstock | None = None
+) -> list[Finding]:
     """The anchor-parity table (feedstock_tools/maintainer/anchor_parity.yaml) against the driver's
     environment and the rendered recipe of every family, its decisions against its values, its document:
     one finding per row and problem, naming the families it shows in and the file to edit. Where the driver
     refuses a family's environment the table is not computed: one finding, none when ``cause_reported``
     (another finding, a refused GPU architecture list, names the cause already)."""
     try:
-        found_problems = anchor_parity.problems(root)
+        found_problems = anchor_parity.problems(root, feedstock)
     except anchor_parity.DriverRefusal as exc:
         return [] if cause_reported else [Finding("anchor-parity", anchor_parity.TABLE_NAME, str(exc))]
     grouped: dict[tuple[str, str], list[str]] = {}

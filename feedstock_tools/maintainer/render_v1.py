@@ -45,7 +45,7 @@ from typing import Any
 import jinja2
 
 from feedstock_tools.common.config_selector import configuration_files
-from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import rattler_render, recipe_render, recipe_v1
@@ -235,12 +235,14 @@ def compare_config(
     ci_support: Path,
     v1_dir: Path | None = None,
     meta: recipe_render.RenderedRecipe | None = None,
+    configuration: Configuration | None = None,
 ) -> tuple[list[str], list[Difference]]:
     """The outputs both recipes build for this configuration, and every difference between them
     (``v1_dir``: the v1 recipe's directory, by default ``recipe-v1`` beside ``recipe_dir``; ``meta``:
-    meta.yaml's render of this very configuration where the caller has made it already)."""
+    meta.yaml's render of this very configuration where the caller has made it already; ``configuration``:
+    the file as the caller read it already)."""
     v1_dir = v1_dir or recipe_dir.parent / V1_DIRNAME
-    configuration = read_configuration(ci_support)
+    configuration = configuration or read_configuration(ci_support)
     if meta is None:
         meta = recipe_render.render_recipe(recipe_dir, configuration)
     v1 = rattler_render.render(v1_dir / "recipe.yaml", configuration)
