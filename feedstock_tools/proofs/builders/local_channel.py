@@ -23,9 +23,10 @@ runs the recipe's real scripts against the upstream stand-in (tests/upstream_sta
   which carry links to this machine's ``libgcc_s.so.1``/``libstdc++.so.6``/``libgomp.so.1`` so that
   rattler-build's linkage check finds the libraries the stand-in's binaries load in a package, as it would
   find conda-forge's;
-* ``cmake`` and ``ninja``: scripts that run Debian's programs (not links: conda installs the target of an
-  absolute link as a copy, conda/gateways/disk/create.py ``copy``, and a copied ``cmake`` finds no
-  ``share/cmake-3.25`` beside itself: "CMake Error: Could not find CMAKE_ROOT", measured with conda 26.7.1);
+* ``cmake``, ``ninja`` and ``ccache``: scripts that run Debian's programs (not links: conda installs the
+  target of an absolute link as a copy, conda/gateways/disk/create.py ``copy``, and a copied ``cmake``
+  finds no ``share/cmake-3.25`` beside itself: "CMake Error: Could not find CMAKE_ROOT", measured with conda
+  26.7.1);
 * ``libmagma-devel``/``libmagma``: the stand-in's tiny libmagma (CUDA configurations);
 * every other requirement the rendered recipe names: a package with metadata only.
 
@@ -64,10 +65,10 @@ from feedstock_tools.proofs.rehearsal import activation, prefixes
 from megabuild import atomic_file
 
 # Bumped when what goes into a package changes, so stale channels are not reused.
-CHANNEL_FORMAT = "4"
+CHANNEL_FORMAT = "5"
 SUBDIR = "linux-64"
 # Packages with files; every other needed name becomes a metadata-only package.
-TOOL_PROGRAMS = {"cmake": "cmake", "ninja": "ninja"}
+TOOL_PROGRAMS = {"cmake": "cmake", "ninja": "ninja", "ccache": "ccache"}
 # Debian's compiler run-time libraries, in the packages conda-forge ships them in (its gcc/gxx run-export
 # libgcc and libstdcxx; libgomp comes with _openmp_mutex on linux-64: ctng-compilers-feedstock b9e501a).
 # glibc's libraries, in the stdlib('c') package (sysroot_linux-64): rattler-build's linkage check allows a

@@ -55,7 +55,7 @@ DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
 INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "MAKEFLAGS",
              "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")  # fmt: skip
 # The build tools conda would install into BUILD_PREFIX; the rehearsal finds them on the caller's PATH.
-BUILD_TOOLS = ("cmake", "ninja", "gcc", "g++", "ar", "readelf", "patchelf")
+BUILD_TOOLS = ("cmake", "ninja", "ccache", "gcc", "g++", "ar", "readelf", "patchelf")
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # Host requirement names the harness provides from the stand-in's tiny libmagma.
 _MAGMA_NAMES = ("libmagma", "libmagma-devel")

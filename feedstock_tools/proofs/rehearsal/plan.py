@@ -64,15 +64,15 @@ class Step:
 
 
 def work_name(config: Configuration) -> str:
-    """A short directory name for a configuration: ``linux-64_generic_cuda12.9``, ``linux-64_mkl_cpu``,
-    ``linux-aarch64_generic_cuda12.9_tegra``."""
+    """A short directory name for a configuration: ``linux-64_generic+mkl_cuda12.9`` (a job of both BLAS),
+    ``linux-64_mkl_cpu`` (one BLAS of it), ``linux-aarch64_generic_cuda12.9_tegra``."""
     flavour = "cpu" if config.cuda is None else f"cuda{config.cuda}"
     # linux-aarch64 CUDA 12.9 exists for servers and for Jetson: arm_variant_type tells them apart
     if config.cuda is not None and config.arm_variant is not None:
         flavour += f"_{config.arm_variant}"
     # the rehearsal deletes and recreates this directory: a value such as '12.9/../../x' must not steer it
     return component(
-        f"{config.target_platform}_{config.blas or 'generic'}_{flavour}",
+        f"{config.target_platform}_{'+'.join(config.blases) or 'generic'}_{flavour}",
         f"work directory name from {config.path.name} (target_platform, blas_impl, cuda_compiler_version, "
         "arm_variant_type)",
     )
