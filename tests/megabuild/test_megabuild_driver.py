@@ -54,17 +54,24 @@ class CondaBuildDouble:
         (self.root / "build_env" / "bin").mkdir(parents=True)
         # the driver runs under the build environment's python: standard library only
         (self.root / "build_env" / "bin" / "python").symlink_to(sys.executable)
-        self.magma = self.root / "magma-install"
+        self.magma = self.install_library("magma")
+        # the host of a BLAS=MKL build holds mkl-devel: the stand-in's tiny MKL
+        self.mkl = self.install_library("mkl") if self.variant.get("blas_impl") == "mkl" else None
+
+    def install_library(self, name: str) -> Path:
+        """The stand-in's tiny third_party library ``name`` built and installed once for this build."""
+        install = self.root / f"{name}-install"
         subprocess.run(
-            ["cmake", "-S", str(STANDIN / "third_party" / "magma"), "-B", str(self.root / "magma-build"),
-             "-G", "Ninja", f"-DCMAKE_INSTALL_PREFIX={self.magma}"],
+            ["cmake", "-S", str(STANDIN / "third_party" / name), "-B", str(self.root / f"{name}-build"),
+             "-G", "Ninja", f"-DCMAKE_INSTALL_PREFIX={install}"],
             check=True, capture_output=True,
         )  # fmt: skip
         subprocess.run(
-            ["cmake", "--build", str(self.root / "magma-build"), "--target", "install"],
+            ["cmake", "--build", str(self.root / f"{name}-build"), "--target", "install"],
             check=True,
             capture_output=True,
         )
+        return install
 
     @property
     def src_dir(self) -> Path:
@@ -94,6 +101,8 @@ class CondaBuildDouble:
                     shutil.copy2(source, target)
         if magma:
             shutil.copytree(self.magma, self.prefix, dirs_exist_ok=True)
+        if self.mkl is not None:
+            shutil.copytree(self.mkl, self.prefix, dirs_exist_ok=True, symlinks=True)
 
     def env(self, pkg_name: str, python: str | None, **extra: str) -> dict[str, str]:
         py = python or "3.10"
@@ -223,6 +232,15 @@ def test_packages_are_disjoint_and_laid_out(cuda_megabuild: CondaBuildDouble) ->
     } <= libtorch
     assert packages["libtorch-cuda-linalg-magma"] == ["lib/libtorch_cuda_linalg.so"]
     assert packages["libtorch-cuda-linalg-nomagma"] == ["lib/libtorch_cuda_linalg.so"]
+    # the MKL build's libtorch_cpu calls into MKL, and its headers say so (the stand-in's BLAS, README.md)
+    packaged = cuda_megabuild.root / "packages" / "libtorch"
+    dynamic = subprocess.run(
+        ["readelf", "--dyn-syms", "-d", str(packaged / "lib" / "libtorch_cpu.so")],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert "(NEEDED)             Shared library: [libmkl_rt.so.2]" in dynamic
+    assert " UND mkl_get_max_threads" in dynamic
+    assert "#define AT_MKL_ENABLED() 1" in (packaged / "include" / "ATen" / "Config.h").read_text()
     first = sorted(cuda_megabuild.pythons)[0]
     pytorch = set(packages[f"pytorch-{first}"])
     assert "lib/libtorch_python.so" in pytorch

@@ -57,8 +57,6 @@ INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SH
 # The build tools conda would install into BUILD_PREFIX; the rehearsal finds them on the caller's PATH.
 BUILD_TOOLS = ("cmake", "ninja", "ccache", "gcc", "g++", "ar", "readelf", "patchelf")
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-# Host requirement names the harness provides from the stand-in's tiny libmagma.
-_MAGMA_NAMES = ("libmagma", "libmagma-devel")
 
 Progress = Callable[[str], None]
 
@@ -99,9 +97,11 @@ def local_subdir() -> str:
     return f"{system}-{machine or platform.machine()}"
 
 
-def brings_libmagma(step: Step) -> bool:
-    """libmagma comes with a package built against libmagma-devel (its run_exports), or asked for at run."""
-    return any(name in _MAGMA_NAMES for name in (*step.host_names(), *step.run_names()))
+def brought_libraries(step: Step) -> list[prefixes.StandinLibrary]:
+    """The stand-in's libraries a package brings: one built against a -devel package gets its run-time
+    library (run_exports: libmagma, mkl), or one asks for it at run time."""
+    names = {*step.host_names(), *step.run_names()}
+    return [library for library in prefixes.STANDIN_LIBRARIES if names & set(library.names)]
 
 
 def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]]:
@@ -109,6 +109,8 @@ def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]
     products = {
         standin: {"build"},
         standin / "torch": {"include", "share", "bin", "version.py"},
+        # a configure writes it into the source tree (CMakeLists.txt, as upstream's ATen/Config.h)
+        standin / "aten" / "src" / "ATen": {"Config.h"},
     }
 
     def ignore(directory: str, names: list[str]) -> set[str]:
@@ -308,8 +310,9 @@ class Rehearsal:
         ):
             self.progress(f"   host Python {minor}: venv template with {', '.join(packages) or 'pip only'}")
             prefixes.venv_template(self.cache_dir, minor, self.setup_log, packages, self.progress)
-        if any(set(step.host_names()) & set(_MAGMA_NAMES) for step in self.steps):
-            prefixes.magma_install(self.standin_tree.sources, self.cache_dir, self.setup_log)
+        for library in prefixes.STANDIN_LIBRARIES:
+            if any(set(step.host_names()) & set(library.names) for step in self.steps):
+                prefixes.library_install(self.standin_tree.sources, library, self.cache_dir, self.setup_log)
 
     # ---- one step ----------------------------------------------------------------------------------------
     def environment(self, step: Step) -> dict[str, str]:
@@ -431,13 +434,13 @@ class Rehearsal:
         else:
             self.prefix.mkdir(parents=True)
         (self.prefix / "conda-meta").mkdir(exist_ok=True)
-        magma = any(name in _MAGMA_NAMES for name in names)
+        libraries = [library for library in prefixes.STANDIN_LIBRARIES if set(names) & set(library.names)]
         built = {result.step.name for result in self.packaged()}
         for installed in self.solver_installs([spec for spec in step.host if spec.split()[0] in built]):
             self.install_package(installed, self.prefix)
-            magma = magma or brings_libmagma(installed.step)
-        if magma:
-            self.install_magma(self.prefix)
+            libraries += brought_libraries(installed.step)
+        for library in dict.fromkeys(libraries):
+            self.install_library(library, self.prefix)
         self.write_package_record(step)
         if step.name != TOP_LEVEL_NAME:
             self.restore_pass1_host_files()
@@ -514,18 +517,18 @@ class Rehearsal:
         assert result.package_dir is not None
         prefixes.install_files(result.package_dir, result.new_files, destination)
 
-    def install_magma(self, destination: Path) -> None:
-        magma = prefixes.magma_install(self.standin_tree.sources, self.cache_dir, self.setup_log)
-        files = sorted(prefixes.prefix_files(magma))
+    def install_library(self, library: prefixes.StandinLibrary, destination: Path) -> None:
+        built = prefixes.library_install(self.standin_tree.sources, library, self.cache_dir, self.setup_log)
+        files = sorted(prefixes.prefix_files(built))
         if not self.target.windows:
-            prefixes.install_files(magma, files, destination)
+            prefixes.install_files(built, files, destination)
             return
-        # conda's Windows libmagma: below %LIBRARY_PREFIX%, the library where the linker finds it (lib/, the
+        # conda's Windows libraries: below %LIBRARY_PREFIX%, the library where the linker finds it (lib/, the
         # import library's place) and where the loader does (bin/, the DLL's)
-        library = destination / "Library"
-        prefixes.install_files(magma, files, library)
-        prefixes.install_files(magma / "lib", [f.removeprefix("lib/") for f in files if f.startswith("lib/")],
-                               library / "bin")  # fmt: skip
+        root = destination / "Library"
+        prefixes.install_files(built, files, root)
+        prefixes.install_files(built / "lib", [f.removeprefix("lib/") for f in files if f.startswith("lib/")],
+                               root / "bin")  # fmt: skip
 
     def run_step(self, step: Step) -> StepResult:
         index = len(self.results)

@@ -11,7 +11,7 @@ from typing import Any
 
 from feedstock_tools.proofs.rehearsal import ninja_log, prefixes
 from feedstock_tools.proofs.rehearsal import target as targets
-from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
+from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brought_libraries
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 from feedstock_tools.proofs.wheels import linkage
 from megabuild import package_files, python_target
@@ -172,7 +172,7 @@ _IMPORT_CHECK = """
 import json, os, torch
 print(json.dumps({"version": torch.__version__, "add(1,2,alpha=3)": torch.add(1.0, 2.0, 3.0),
                   "cuda": torch.cuda.is_compiled(), "has_magma": torch.cuda.has_magma(),
-                  "_C": os.path.basename(torch._C.__file__)}))
+                  "_C": os.path.basename(torch._C.__file__), "has_mkl": torch.has_mkl()}))
 """
 
 
@@ -192,7 +192,8 @@ class ImportCheck:
 
 
 def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels: list[str]) -> Path:
-    """A venv of ``python`` plus the named packages (and libmagma when a MAGMA package is among them)."""
+    """A venv of ``python`` plus the named packages (and the stand-in's libmagma or MKL where a package
+    brings it)."""
     template = prefixes.venv_template(
         rehearsal.cache_dir, python, rehearsal.setup_log, progress=rehearsal.progress
     )
@@ -202,8 +203,8 @@ def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels
     for label in labels:
         result = next(r for r in rehearsal.results if r.step.label == label)
         rehearsal.install_package(result, destination)
-        if brings_libmagma(result.step):
-            rehearsal.install_magma(destination)
+        for library in brought_libraries(result.step):
+            rehearsal.install_library(library, destination)
     return destination
 
 

@@ -1,9 +1,14 @@
 #include <Python.h>
 #include <torch/csrc/python_bindings.h>
 
+#include <ATen/Config.h>
 #include <c10/macros/Export.h>
 
 namespace {
+// torch._C.has_mkl is the macro's value where torch_python is compiled (2.6.0's torch/csrc/Module.cpp
+// tests AT_MKL_ENABLED()): the one Python-linked source whose preprocessed input the BLAS changes.
+PyObject* THPModule_hasMkl(PyObject*, PyObject*) { return PyBool_FromLong(AT_MKL_ENABLED()); }
+
 PyMethodDef methods[] = {
     {"_version", THPModule_version, METH_NOARGS, "version string from libtorch_cpu"},
     {"_add", THPModule_add, METH_VARARGS, "a + alpha * b, computed in C++ by libtorch_cpu"},
@@ -11,6 +16,7 @@ PyMethodDef methods[] = {
     {"_numpy_abi", THPModule_numpyInclude, METH_NOARGS, "NumPy C-API version torch_python was built with"},
     {"_has_magma", THCPModule_hasMagma, METH_NOARGS, "asks the lazily loaded linalg library"},
     {"_cuda_compiled", THCPModule_hasCuda, METH_NOARGS, "whether libtorch_cuda is loaded"},
+    {"_has_mkl", THPModule_hasMkl, METH_NOARGS, "whether the build's BLAS is MKL"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch._C", "stand-in of torch._C", -1, methods};
