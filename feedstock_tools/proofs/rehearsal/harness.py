@@ -45,7 +45,7 @@ from feedstock_tools.proofs.rehearsal.plan import (
     work_name,
 )
 from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
-from megabuild import atomic_file
+from megabuild import atomic_file, compiler_cache
 
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
@@ -75,12 +75,21 @@ def _children_cpu_seconds() -> float:
 
 
 def reversed_variants(steps: list[Step]) -> list[Step]:
-    """The same steps with the variants of every output name in reverse order, names keeping their place."""
-    by_name: dict[str, list[Step]] = {}
+    """The same steps with the variants of every output name in reverse order, names keeping their place
+    in their group, and the groups of a configuration of several BLAS in reverse order."""
+    groups: list[list[Step]] = []
     for step in steps:
-        by_name.setdefault(step.name, []).append(step)
-    reordered = {name: list(reversed(group)) for name, group in by_name.items()}
-    return [reordered[step.name].pop(0) for step in steps]
+        if step.name == TOP_LEVEL_NAME or not groups:
+            groups.append([])
+        groups[-1].append(step)
+    reordered_steps: list[Step] = []
+    for group in reversed(groups):
+        by_name: dict[str, list[Step]] = {}
+        for step in group:
+            by_name.setdefault(step.name, []).append(step)
+        reordered = {name: list(reversed(variants)) for name, variants in by_name.items()}
+        reordered_steps += [reordered[step.name].pop(0) for step in group]
+    return reordered_steps
 
 
 def tool_dirs() -> list[str]:
@@ -140,6 +149,14 @@ class StepResult:
     cpu_seconds: float = 0.0
     # build/megabuild-report.json as the driver left it after this step (None if it wrote none)
     driver_report: dict | None = None
+    # how many of ``objects`` the compiler compiled (ccache's misses, from its stats log of the step); None
+    # where the driver compiles without a cache (a Windows target): every object ninja ran was compiled
+    compiled: int | None = None
+
+    @property
+    def compiles(self) -> int:
+        """Real compiles of the step: the cache's misses, else every object ninja ran."""
+        return len(self.objects) if self.compiled is None else self.compiled
 
     @property
     def ok(self) -> bool:
@@ -320,6 +337,9 @@ class Rehearsal:
         functions it calls cited per line below), with the compiler packages' activation."""
         env = {key: os.environ[key] for key in INHERITED if key in os.environ}
         env.update(script_environment(step.script_env, os.environ))
+        # the compiler cache where conda-build's job keeps it without the variable (beside the work
+        # directory, in this rehearsal's directory): a caller's cache would mix other runs into its counts
+        env.pop(compiler_cache.LOCATION_VARIABLE, None)
         build_subdir = self.target.build_subdir
         target_subdir = self.target.subdir
         py = step.python
@@ -475,7 +495,7 @@ class Rehearsal:
         and copies them into every output's host prefix after creating it (build.py 2788-2796); they are
         there before the output's script runs, so they are not the output's files (build.py 1774,
         ``initial_files``)."""
-        top = next((r for r in self.results if r.step.name == TOP_LEVEL_NAME), None)
+        top = next((r for r in reversed(self.results) if r.step.name == TOP_LEVEL_NAME), None)
         if top is None or not top.new_files:
             return
         prefixes.install_files(self.pass1_host_backup, top.new_files, self.prefix)
@@ -538,6 +558,8 @@ class Rehearsal:
             result = StepResult(step, 0, 0.0, [], [], log, self._write_package(step, []))
             self.results.append(result)
             return result
+        if step.name == TOP_LEVEL_NAME and self.results:
+            self.fresh_source()
         if self.fresh_work_dir and step.name != TOP_LEVEL_NAME:
             self.restore_work_dir()
         self.provision_host(step)
@@ -574,9 +596,11 @@ class Rehearsal:
             log,
             modified_host_files=modified,
             cpu_seconds=cpu_seconds,
+            compiled=self.compiled_by_cache(objects) if returncode == 0 else None,
         )
         result.driver_report = _read_json(self.src_dir / "build" / "megabuild-report.json")
         if result.ok and step.name == TOP_LEVEL_NAME:
+            self.remover.discard(self.pass1_host_backup)
             prefixes.install_files(self.prefix, new_files, self.pass1_host_backup)
             if self.fresh_work_dir:
                 self.stash_work_dir()
@@ -592,7 +616,38 @@ class Rehearsal:
 
     def stash_work_dir(self) -> None:
         """Keep the work directory as the top-level build left it (real copies: builds rewrite files)."""
+        self.remover.discard(self.work_stash)
         shutil.copytree(self.src_dir, self.work_stash, symlinks=True)
+
+    def fresh_source(self) -> None:
+        """The next top-level build (another BLAS of the job) in a fresh work directory at the same path:
+        conda-build 26.7.1 renames ``work`` to ``work_moved_*`` and unpacks the source again there,
+        rattler-build 0.73.0 starts every staging in a fresh one (both measured); the compiler cache beside
+        it stays."""
+        self.remover.discard(self.src_dir)
+        self.standin_tree.copy_to(self.src_dir, ignore=_ignore_build_products(self.standin_tree.sources))
+
+    @property
+    def compiler_cache_root(self) -> Path:
+        """Where the driver keeps this rehearsal's compiler cache (``$SRC_DIR/..``, as under conda-build)."""
+        return self.dir / compiler_cache.FALLBACK_NAME
+
+    def compiled_by_cache(self, objects: list[str]) -> int | None:
+        """How many of a step's ``objects`` (what ninja ran) ccache compiled rather than served, by the stats
+        log ccache wrote for the step's pass (the compiles of CMake's own probes, not ninja's, are not
+        counted); None where the driver keeps no cache (a Windows target)."""
+        keyed = sorted(path for path in self.compiler_cache_root.glob("*") if path.is_dir())
+        if not keyed:
+            return None
+        if len(keyed) > 1:
+            raise ToolError(
+                f"{self.compiler_cache_root} holds {len(keyed)} caches; a rehearsal's driver keeps one"
+            )
+        if not objects:
+            return 0
+        logged = compiler_cache.read_stats_log(keyed[0] / compiler_cache.STATS_LOG_NAME)
+        sources = compiler_cache.compile_sources(self.src_dir / "build", os.environ)
+        return len(objects) - len(compiler_cache.served_from_cache(objects, logged, sources))
 
     def restore_work_dir(self) -> None:
         """A fresh copy of the stashed work directory at the same path (mtimes kept, so Ninja sees pass 1)."""
@@ -652,7 +707,8 @@ class Rehearsal:
             result = self.run_step(step)
             status = "ok" if result.ok else f"FAILED (exit {result.returncode})"
             self.progress(
-                f"      {status} in {result.seconds:.1f} s: {len(result.objects)} objects compiled, "
+                f"      {status} in {result.seconds:.1f} s: {result.compiles} of {len(result.objects)} "
+                "objects compiled (the rest served by the compiler cache), "
                 f"{len(result.new_files)} files into PREFIX"
             )
             if not result.ok:

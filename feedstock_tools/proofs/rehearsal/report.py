@@ -4,6 +4,7 @@ compile-work ratio, the import checks and the wall time; also written as ``summa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brought_libraries
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 from feedstock_tools.proofs.wheels import linkage
-from megabuild import package_files, python_target
+from megabuild import compiler_cache, package_files, python_target
 
 # Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python (the
 # Python-linked targets of 2.13.0, as the driver defines them).
@@ -30,31 +31,55 @@ DRIVER_REPORT = Path("build") / "megabuild-report.json"
 
 @dataclass(frozen=True)
 class WorkRatio:
-    compiled: int  # objects compiled over all steps
-    pass1: int
-    linalg: int  # linalg objects, counted once if a MAGMA linalg step ran
-    python_bindings: int
-    extra_pythons: int
+    """The compile-work limit of a rehearsal and the real compiles it took (docs/reference/rehearsal.md,
+    "The compile-work limit"): pass 1 once, the linalg objects MAGMA's switch changes once, the
+    Python-dependent objects once per further Python, and for every further BLAS the BLAS-dependent objects
+    (those in the Python-linked targets once per Python when they depend on it too). Counted as the compiler
+    cache's misses; without a cache (a Windows target) every Python-linked and linalg object is dependent."""
+
+    compiled: int  # real compiles over all steps
+    pass1: int  # the objects of the first pass 1 (every object of the build)
+    linalg: int  # the linalg objects MAGMA's switch changes, if a MAGMA linalg step ran
+    python_bindings: int  # the Python-dependent objects of the Python-linked targets
+    extra_pythons: int  # the pytorch outputs' Pythons other than pass 1's
+    blas: int = 0  # BLAS-dependent objects outside the Python-linked targets
+    blas_python: int = 0  # BLAS-dependent objects of the Python-linked targets that depend on the Python too
+    blas_static: int = 0  # BLAS-dependent objects of the Python-linked targets that do not
+    extra_blases: int = 0  # the BLAS of the configuration other than the first group's
+
+    @property
+    def per_blas(self) -> int:
+        return self.blas + self.blas_static + self.blas_python * (1 + self.extra_pythons)
 
     @property
     def expected(self) -> int:
-        return self.pass1 + self.linalg + self.python_bindings * self.extra_pythons
+        return (
+            self.pass1
+            + self.linalg
+            + self.python_bindings * self.extra_pythons
+            + self.extra_blases * self.per_blas
+        )
 
     @property
     def ratio(self) -> float:
         return self.compiled / self.expected if self.expected else float("nan")
 
     def formula(self) -> str:
+        blas = (
+            f" + {self.extra_blases} x ({self.blas} + {self.blas_static} + {self.blas_python} x "
+            f"{1 + self.extra_pythons})"
+            if self.extra_blases
+            else ""
+        )
         return (
             f"{self.compiled} / ({self.pass1} + {self.linalg} + {self.python_bindings} x "
-            f"{self.extra_pythons}) = {self.ratio:.2f}"
+            f"{self.extra_pythons}{blas}) = {self.ratio:.2f}"
         )
 
 
 def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     results = rehearsal.results
     pass1 = next(r for r in results if r.step.name == TOP_LEVEL_NAME)
-    pass1_targets = [ninja_log.target_of(o) for o in pass1.objects]
     magma_step_ran = any(
         r.step.name == package_files.LIBTORCH_CUDA_LINALG and r.step.variant.get("magma_variant") == "magma"
         for r in results
@@ -65,15 +90,48 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     extra = len(
         {r.step.python for r in results if r.step.name == package_files.PYTORCH} - {rehearsal.pass1_python}
     )
+    python_linked = python_targets(pass1.step.variant.get("target_platform", ""))
+    in_python = [o for o in pass1.objects if ninja_log.target_of(o) in python_linked]
+    rest = [o for o in pass1.objects if ninja_log.target_of(o) not in python_linked]
+    linalg = [o for o in pass1.objects if ninja_log.target_of(o) in LINALG_TARGETS]
+    depends = _dependence(rehearsal) if pass1.compiled is not None else None
+
+    def count(objects: list[str], *kinds: str) -> int:
+        if depends is None:  # no cache: ninja's every edge is a compile
+            return len(objects)
+        return sum(all(o in depends[kind] for kind in kinds) for o in objects)
+
+    blas_python = count(in_python, "blas", "python")
     return WorkRatio(
-        compiled=sum(len(r.objects) for r in results),
+        compiled=sum(r.compiles for r in results),
         pass1=len(pass1.objects),
-        linalg=sum(t in LINALG_TARGETS for t in pass1_targets) if magma_step_ran else 0,
-        python_bindings=sum(
-            t in python_targets(pass1.step.variant.get("target_platform", "")) for t in pass1_targets
-        ),
+        linalg=count(linalg, "magma") if magma_step_ran else 0,
+        python_bindings=count(in_python, "python"),
         extra_pythons=extra,
+        blas=count(rest, "blas") if depends is not None else 0,
+        blas_python=blas_python if depends is not None else 0,
+        blas_static=count(in_python, "blas") - blas_python if depends is not None else 0,
+        extra_blases=sum(r.step.name == TOP_LEVEL_NAME for r in results) - 1,
     )
+
+
+COMPILE_INPUTS = "compile_inputs.json"
+
+
+def _dependence(rehearsal: Rehearsal) -> dict[str, set[str]]:
+    """The objects (as .ninja_log names them) whose source the stand-in declares Python-, BLAS- or
+    MAGMA-dependent (its compile_inputs.json), through the build's compile database."""
+    declared = json.loads((rehearsal.src_dir / COMPILE_INPUTS).read_text(encoding="utf-8"))
+    build = rehearsal.src_dir / "build"
+    sources = compiler_cache.compile_sources(build, os.environ)
+    return {
+        kind: {
+            obj
+            for obj, source in sources.items()
+            if source in {str(rehearsal.src_dir / relative) for relative in declared[kind]}
+        }
+        for kind in ("python", "blas", "magma")
+    }
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
@@ -103,11 +161,13 @@ def steps_table(results: list[StepResult]) -> str:
                 f"{result.seconds:.1f}",
                 f"{result.cpu_seconds:.1f}",
                 str(len(result.objects)),
+                str(result.compiles),
                 target_list(targets),
                 str(len(result.new_files)),
             ]
         )
-    return table(["#", "step", "result", "s", "CPU s", "objects", "targets compiled", "files"], rows)
+    headers = ["#", "step", "result", "s", "CPU s", "objects", "compiled", "targets", "files"]
+    return table(headers, rows)
 
 
 def host_changes(results: list[StepResult]) -> list[str]:
@@ -137,7 +197,8 @@ def driver_report(rehearsal: Rehearsal) -> Any:
 
 
 def driver_table(report: Any) -> str:
-    """The driver's per-pass rows: pass, targets rebuilt, objects compiled, seconds, files staged.
+    """The driver's per-pass rows: pass, targets compiled, objects compiled, objects the compiler cache
+    served, seconds, files staged.
 
     Falls back to one column per plain key of the first row if the report has another shape."""
     rows = report.get("passes", report) if isinstance(report, dict) else report
@@ -145,12 +206,13 @@ def driver_table(report: Any) -> str:
         return json.dumps(report, indent=2)[:4000]
     if all("pass_name" in row and "objects_by_target" in row for row in rows):
         return table(
-            ["pass", "targets rebuilt", "objects compiled", "s", "files staged"],
+            ["pass", "targets compiled", "objects compiled", "from cache", "s", "files staged"],
             [
                 [
                     str(row["pass_name"]),
                     target_list(sorted(row["objects_by_target"])),
                     str(sum(row["objects_by_target"].values())),
+                    str(len(row.get("objects_from_cache") or ())),
                     _cell(row.get("seconds")),
                     _cell(row.get("staged_files")),
                 ]
@@ -210,17 +272,21 @@ def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels
 
 def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
     """``import torch`` in a prefix per built pytorch package with what the solver installs for it, and
-    once more with every other linalg build (first Python only): has_magma must follow the library."""
+    once more with every other linalg build of its BLAS (first Python of each BLAS only): has_magma must
+    follow the library."""
     checks: list[ImportCheck] = []
     root = rehearsal.dir / "import-check"
     pytorch = [r for r in rehearsal.results if r.step.name == package_files.PYTORCH and r.ok]
     combinations = [rehearsal.solver_installs([exact_spec(p)]) for p in pytorch]
-    if pytorch:
-        picked = {r.step.label for r in combinations[0]}
+    for blas in dict.fromkeys(p.step.blas for p in pytorch):
+        index, first = next((i, p) for i, p in enumerate(pytorch) if p.step.blas == blas)
+        picked = {r.step.label for r in combinations[index]}
         combinations += [
-            rehearsal.solver_installs([exact_spec(pytorch[0]), exact_spec(other)])
+            rehearsal.solver_installs([exact_spec(first), exact_spec(other)])
             for other in rehearsal.packaged()
-            if other.step.name == package_files.LIBTORCH_CUDA_LINALG and other.step.label not in picked
+            if other.step.name == package_files.LIBTORCH_CUDA_LINALG
+            and other.step.blas == blas
+            and other.step.label not in picked
         ]
     for installed in combinations:
         package = next(r for r in installed if r.step.name == package_files.PYTORCH)
