@@ -10,16 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedstock_tools.proofs.rehearsal import ninja_log, prefixes
+from feedstock_tools.proofs.rehearsal import compile_work, ninja_log, prefixes
 from feedstock_tools.proofs.rehearsal import target as targets
+from feedstock_tools.proofs.rehearsal.compile_work import WorkRatio
 from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brought_libraries
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 from feedstock_tools.proofs.wheels import linkage
 from megabuild import compiler_cache, package_files, python_target
-
-# Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python (the
-# Python-linked targets of 2.13.0, as the driver defines them).
-LINALG_TARGETS = frozenset({"torch_cuda_linalg"})
 
 
 def python_targets(target_platform: str) -> frozenset[str]:
@@ -29,58 +26,11 @@ def python_targets(target_platform: str) -> frozenset[str]:
 DRIVER_REPORT = Path("build") / "megabuild-report.json"
 
 
-@dataclass(frozen=True)
-class WorkRatio:
-    """The compile-work limit of a rehearsal and the real compiles it took (docs/reference/rehearsal.md,
-    "The compile-work limit"): pass 1 once, the linalg objects MAGMA's switch changes once, the
-    Python-dependent objects once per further Python, and for every further BLAS the BLAS-dependent objects
-    (those in the Python-linked targets once per Python when they depend on it too). Counted as the compiler
-    cache's misses; without a cache (a Windows target) every Python-linked and linalg object is dependent."""
-
-    compiled: int  # real compiles over all steps
-    pass1: int  # the objects of the first pass 1 (every object of the build)
-    linalg: int  # the linalg objects MAGMA's switch changes, if a MAGMA linalg step ran
-    python_bindings: int  # the Python-dependent objects of the Python-linked targets
-    extra_pythons: int  # the pytorch outputs' Pythons other than pass 1's
-    blas: int = 0  # BLAS-dependent objects outside the Python-linked targets
-    blas_python: int = 0  # BLAS-dependent objects of the Python-linked targets that depend on the Python too
-    blas_static: int = 0  # BLAS-dependent objects of the Python-linked targets that do not
-    extra_blases: int = 0  # the BLAS of the configuration other than the first group's
-
-    @property
-    def per_blas(self) -> int:
-        return self.blas + self.blas_static + self.blas_python * (1 + self.extra_pythons)
-
-    @property
-    def expected(self) -> int:
-        return (
-            self.pass1
-            + self.linalg
-            + self.python_bindings * self.extra_pythons
-            + self.extra_blases * self.per_blas
-        )
-
-    @property
-    def ratio(self) -> float:
-        return self.compiled / self.expected if self.expected else float("nan")
-
-    def formula(self) -> str:
-        blas = (
-            f" + {self.extra_blases} x ({self.blas} + {self.blas_static} + {self.blas_python} x "
-            f"{1 + self.extra_pythons})"
-            if self.extra_blases
-            else ""
-        )
-        return (
-            f"{self.compiled} / ({self.pass1} + {self.linalg} + {self.python_bindings} x "
-            f"{self.extra_pythons}{blas}) = {self.ratio:.2f}"
-        )
-
-
 def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
+    """The rehearsal's real compiles against the job's limit (compile_work.py)."""
     results = rehearsal.results
     pass1 = next(r for r in results if r.step.name == TOP_LEVEL_NAME)
-    magma_step_ran = any(
+    magma_ran = any(
         r.step.name == package_files.LIBTORCH_CUDA_LINALG and r.step.variant.get("magma_variant") == "magma"
         for r in results
     )
@@ -90,48 +40,20 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     extra = len(
         {r.step.python for r in results if r.step.name == package_files.PYTORCH} - {rehearsal.pass1_python}
     )
-    python_linked = python_targets(pass1.step.variant.get("target_platform", ""))
-    in_python = [o for o in pass1.objects if ninja_log.target_of(o) in python_linked]
-    rest = [o for o in pass1.objects if ninja_log.target_of(o) not in python_linked]
-    linalg = [o for o in pass1.objects if ninja_log.target_of(o) in LINALG_TARGETS]
-    depends = _dependence(rehearsal) if pass1.compiled is not None else None
-
-    def count(objects: list[str], *kinds: str) -> int:
-        if depends is None:  # no cache: ninja's every edge is a compile
-            return len(objects)
-        return sum(all(o in depends[kind] for kind in kinds) for o in objects)
-
-    blas_python = count(in_python, "blas", "python")
-    return WorkRatio(
+    depends = None
+    if pass1.compiled is not None:
+        sources = compiler_cache.compile_sources(rehearsal.src_dir / "build", os.environ)
+        declared = compile_work.read_declared(rehearsal.src_dir)
+        depends = compile_work.dependence(sources, rehearsal.src_dir, declared)
+    return compile_work.limit(
         compiled=sum(r.compiles for r in results),
-        pass1=len(pass1.objects),
-        linalg=count(linalg, "magma") if magma_step_ran else 0,
-        python_bindings=count(in_python, "python"),
+        pass1_objects=pass1.objects,
+        python_linked=python_targets(pass1.step.variant.get("target_platform", "")),
+        depends=depends,
+        magma_ran=magma_ran,
         extra_pythons=extra,
-        blas=count(rest, "blas") if depends is not None else 0,
-        blas_python=blas_python if depends is not None else 0,
-        blas_static=count(in_python, "blas") - blas_python if depends is not None else 0,
         extra_blases=sum(r.step.name == TOP_LEVEL_NAME for r in results) - 1,
     )
-
-
-COMPILE_INPUTS = "compile_inputs.json"
-
-
-def _dependence(rehearsal: Rehearsal) -> dict[str, set[str]]:
-    """The objects (as .ninja_log names them) whose source the stand-in declares Python-, BLAS- or
-    MAGMA-dependent (its compile_inputs.json), through the build's compile database."""
-    declared = json.loads((rehearsal.src_dir / COMPILE_INPUTS).read_text(encoding="utf-8"))
-    build = rehearsal.src_dir / "build"
-    sources = compiler_cache.compile_sources(build, os.environ)
-    return {
-        kind: {
-            obj
-            for obj, source in sources.items()
-            if source in {str(rehearsal.src_dir / relative) for relative in declared[kind]}
-        }
-        for kind in ("python", "blas", "magma")
-    }
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
