@@ -9,7 +9,7 @@ never runs), Jinja (with conda-build's Jinja context), selectors again
 API::
 
     from feedstock_tools.conda.recipe_render import render_recipe
-    rendered = render_recipe(Path("recipe"), Path(".ci_support/linux_64_blas_implgeneric....yaml"))
+    rendered = render_recipe(Path("recipe"), Path(".ci_support/linux_64_....yaml"))
     for output in rendered.outputs:          # conda-build's build order
         output.name, output.version, output.build_string, output.build_number
         output.requirements.host, output.requirements.run_constrained, output.run_exports
