@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from pathlib import Path
 
@@ -12,9 +13,10 @@ from bump_fixtures import copy_feedstock
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.ci import ci_support, ci_workflow, forge_config, smithy_templates
-from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.configuration import parse_configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.conda import cuda_arch, used_vars, variants
+from feedstock_tools.conda.recipe_render import render_recipe
 
 REPO = ci_support.REPO_ROOT
 # This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).
@@ -88,11 +90,31 @@ def test_one_output_that_ignores_blas_keeps_both_blas_in_one_job(tmp_path: Path)
         return [(config.name, config.data["blas_impl"]) for config in configs]
 
     assert osx_64_jobs() == [("osx_64_", ["generic", "mkl"])]
+    merged = packages(root, ci_support.render_platform(root, PINNING, "osx_64", settings, {}))
     meta = root / "recipe" / "meta.yaml"
     ignoring = "      force_ignore_keys:\n        - blas_impl\n"
     assert meta.read_text().count(ignoring) == 1
     meta.write_text(meta.read_text().replace(ignoring, ""))
     assert osx_64_jobs() == [("osx_64_blas_implgeneric", ["generic"]), ("osx_64_blas_implmkl", ["mkl"])]
+    # the one job makes the packages the two made, but for the generic metapackage's hash (blas_impl left
+    # its hash input); the real conda-build render agrees, every job (docs/records/2026-12-07-merged-blas.md)
+    separate = packages(root, ci_support.render_platform(root, PINNING, "osx_64", settings, {}))
+    assert sorted(merged) == sorted(separate) and len(merged) == len(set(merged)) > 4
+
+
+def packages(root: Path, configs: list[ci_support.CiConfig]) -> list[tuple]:
+    """What a package is, less its hash: name, version, build string, number, run requirements, run_exports,
+    for every output of every job (the recipe as it is in ``root`` at the call)."""
+    rendered = []
+    for config in configs:
+        configuration = parse_configuration(ci_support.dump_config(config.data), root / f"{config.name}.yaml")
+        for output in render_recipe(root / "recipe", configuration).outputs:
+            build_string = re.sub(r"_h[0-9a-f]{7}_", "_h*_", output.build_string)
+            run = (output.requirements.run, output.requirements.run_constrained)
+            rendered.append(
+                (output.name, output.version, build_string, output.build_number, run, output.run_exports)
+            )
+    return rendered
 
 
 def test_cross_compiled_targets_use_their_build_platform(rendered: list[ci_support.CiConfig]) -> None:
