@@ -63,6 +63,7 @@ CUDA_CONFIG = "linux_64_*cuda_compiler_version12.9*"
 # keep its compiler cache there (megabuild/compiler_cache.py): a build names one in its own work directory.
 # conda-build keeps the driver's own place ($SRC_DIR/..), the one a CI job uses.
 COMPILER_CACHE_DIR = "compiler-cache"
+STRICT_VARIABLE = "MEGABUILD_STRICT"
 # The channels are kept beside the rehearsal's venv templates (a cache shared by checkouts, flock-protected)
 DEFAULT_CACHE = user_cache.rehearsal_cache() / "local-channel"
 V1_DIR = REPO_ROOT / "recipe-v1"
@@ -354,6 +355,9 @@ def _build(
     caller = {k: v for k, v in os.environ.items() if k != compiler_cache.LOCATION_VARIABLE}
     if tools is None:
         env[compiler_cache.LOCATION_VARIABLE] = str(work_dir / COMPILER_CACHE_DIR)
+    # a proof: a pass that compiles or links outside its targets fails the build (the driver's --strict),
+    # unless the caller says otherwise (the recipe passes MEGABUILD_STRICT through script_env)
+    env.setdefault(STRICT_VARIABLE, os.environ.get(STRICT_VARIABLE, "1"))
     skipped: list[SkippedTest] = []
     out_dir = work_dir / "output"
     inputs = BuildInputs(work_dir, channel, variants, subdir, test)

@@ -188,7 +188,7 @@ def test_a_package_is_a_real_conda_file(tmp_path: Path) -> None:
 
 
 # objects of a small job's build and their sources, three of which the stand-in declares dependent
-# (tests/upstream_standin/compile_inputs.json): CPUBlas on the BLAS, Module on the BLAS and the Python,
+# (tests/upstream_standin/compile_inputs.json): CPUBlas on the BLAS, Module on the Python,
 # BatchLinearAlgebra on MAGMA
 JOB_OBJECTS = {
     "c10/CMakeFiles/c10.dir/core/Allocator.cpp.o": "c10/core/Allocator.cpp",
@@ -228,8 +228,8 @@ def _kept_reports(root: Path, passes: list[tuple[str, str, list[str]]]) -> Path:
 
 def test_the_compile_work_ratio_counts_real_compiles_against_the_jobs_limit(tmp_path: Path) -> None:
     """A job of two BLAS and two Pythons in conda-build's order: pass 1 compiles all, MAGMA's pass its
-    dependent object, the new Python its Python-dependent one, the second BLAS its BLAS-dependent ones (Module
-    once per Python); everything else the compiler cache serves."""
+    dependent object, the new Python its Python-dependent one, the second BLAS its BLAS-dependent one;
+    everything else the compiler cache serves."""
     linked = python_target.python_linked_targets("linux-64")
     objects = list(JOB_OBJECTS)
     cpublas, module, magma = objects[1], objects[2], objects[4]
@@ -240,19 +240,18 @@ def test_the_compile_work_ratio_counts_real_compiles_against_the_jobs_limit(tmp_
         ("3 libtorch-cuda-linalg (nomagma)", "mkl", []),
         ("4 pytorch (py3.12)", "mkl", [module]),
         ("4 pytorch (py3.10)", "mkl", []),
-        ("1 libtorch-split", "generic", [cpublas, module]),
+        ("1 libtorch-split", "generic", [cpublas]),
         ("2 libtorch", "generic", []),
         ("3 libtorch-cuda-linalg (magma)", "generic", []),
-        ("4 pytorch (py3.12)", "generic", [module]),
+        ("4 pytorch (py3.12)", "generic", []),
         ("4 pytorch (py3.10)", "generic", []),
     ]
     ratio = real_build.compile_work_ratio(_kept_reports(tmp_path / "good", passes), linked, "3.10")
     assert (ratio.pass1, ratio.linalg, ratio.python_bindings, ratio.extra_pythons) == (6, 1, 1, 1)
-    assert (ratio.blas, ratio.blas_static, ratio.blas_python, ratio.extra_blases) == (1, 0, 1, 1)
-    assert ratio.compiled == ratio.expected == 6 + 1 + 1 * 1 + 1 * (1 + 0 + 1 * 2)
+    assert (ratio.blas, ratio.blas_static, ratio.blas_python, ratio.extra_blases) == (1, 0, 0, 1)
+    assert ratio.compiled == ratio.expected == 6 + 1 + 1 * 1 + 1 * (1 + 0 + 0 * 2)
     assert real_build.passes_from_reports(tmp_path / "good" / "reports")["1 libtorch-split [generic]"] == {
-        "torch_cpu": 1,
-        "torch_python": 1,
+        "torch_cpu": 1
     }
     passes[5] = ("4 pytorch (py3.10)", "mkl", [objects[0]])  # a pass recompiling what it must not
     ratio = real_build.compile_work_ratio(_kept_reports(tmp_path / "bad", passes), linked, "3.10")

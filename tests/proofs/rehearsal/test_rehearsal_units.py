@@ -514,3 +514,30 @@ def test_the_scripts_written_into_a_prefix_run_what_they_name_from_a_path_of_any
     for script, said in ((shim, "python ran with -V"), (config, "python3.12-config ran with -V")):
         out = subprocess.run(["sh", str(script), "-V"], capture_output=True, text=True, check=True).stdout
         assert out == said + "\n"
+
+
+def test_the_compile_work_limit_counts_each_dependence_once_per_value() -> None:
+    """compile_work.limit's terms from declared dependence: a BLAS- and Python-dependent object of a
+    Python-linked target compiles once per Python for every further BLAS, a BLAS-only one there once, MAGMA's
+    once; without a cache (depends None) every object of a changed target counts, the whole of pass 1 for
+    a further BLAS."""
+    from feedstock_tools.proofs.rehearsal import compile_work
+
+    objects = {
+        "c10/CMakeFiles/c10.dir/core/A.cpp.o": set(),
+        "caffe2/CMakeFiles/torch_cpu.dir/B.cpp.o": {"blas"},
+        "caffe2/torch/CMakeFiles/torch_python.dir/C.cpp.o": {"blas", "python"},
+        "caffe2/torch/CMakeFiles/torch_python.dir/D.cpp.o": {"blas"},
+        "caffe2/torch/CMakeFiles/torch_python.dir/E.cpp.o": {"python"},
+        "caffe2/CMakeFiles/torch_cuda_linalg.dir/F.cpp.o": {"magma"},
+        "caffe2/CMakeFiles/torch_cuda_linalg.dir/G.cpp.o": set(),
+    }
+    depends = {kind: {o for o, kinds in objects.items() if kind in kinds} for kind in compile_work.KINDS}
+    terms = {"pass1_objects": list(objects), "python_linked": {"torch_python"}, "magma_ran": True}
+    ratio = compile_work.limit(compiled=0, depends=depends, extra_pythons=2, extra_blases=1, **terms)
+    assert (ratio.pass1, ratio.linalg, ratio.python_bindings) == (7, 1, 2)
+    assert (ratio.blas, ratio.blas_static, ratio.blas_python) == (1, 1, 1)
+    assert ratio.expected == 7 + 1 + 2 * 2 + 1 * (1 + 1 + 1 * 3)
+    uncached = compile_work.limit(compiled=0, depends=None, extra_pythons=2, extra_blases=1, **terms)
+    assert (uncached.linalg, uncached.python_bindings) == (2, 3)
+    assert uncached.expected == 7 + 2 + 3 * 2 + 1 * (7 + 3 * 2)

@@ -81,3 +81,10 @@ elseif(BLAS STREQUAL "Generic")
 else()
   message(FATAL_ERROR "BLAS=${BLAS}: the stand-in models Generic and MKL")
 endif()
+# pocketfft serves the FFTs wherever MKL does not (2.6.0's Dependencies.cmake: AT_POCKETFFT_ENABLED 1 if NOT
+# AT_MKL_ENABLED), so a source testing "AT_MKL_ENABLED() || AT_POCKETFFT_ENABLED()" reads the same under both
+if(AT_MKL_ENABLED)
+  set(AT_POCKETFFT_ENABLED 0)
+else()
+  set(AT_POCKETFFT_ENABLED 1)
+endif()

@@ -15,5 +15,4 @@ int blas_threads() {
   return 1;
 #endif
 }
-bool hasMKL() { return AT_MKL_ENABLED(); }
 }  // namespace at
