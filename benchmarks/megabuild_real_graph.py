@@ -18,7 +18,21 @@ figures and explains the method:
    Report: per pass and the compile-work ratio against pass 1 + Python-linked objects x (N - 1);
 4. ``--real-compile 3.12`` afterwards, in the same ``--work``: one more per-Python pass, to that CPython,
    whose Python-linked objects (and the code generators they depend on) the *real* compiler builds; its
-   wall and CPU time go into the report. Its links are not run (the other libraries are the stand-in's).
+   wall and CPU time go into the report. Its links are not run (the other libraries are the stand-in's);
+5. ``--blas-switch`` instead of 2-4 (docs/records/2026-12-07-real-graph-blas.md): a merged CI job's two
+   BLAS, as issue 44 builds them. BLAS=MKL (PyPI's ``mkl-devel``/``mkl``/``mkl-include`` wheels, unpacked
+   under ``--debian-cache``, found by PyTorch's own FindMKL) in ``<work>/src``: setup.py's configure, the
+   driver's settle, the code generators, the build; then that tree moves to ``<work>/src_moved_MKL`` (as
+   conda-build renames ``work`` to ``work_moved_*``) and ``--second-blas`` (OpenBLAS, Debian's
+   libopenblas-dev; or Generic) is configured and built from a fresh copy at the same path, so each tree
+   has its own ``ATen/Config.h``, which configure writes into the source tree. Every compile goes through
+   the real ccache with the driver's settings (megabuild/compiler_cache.py: CCACHE_DIR of the run's own,
+   COMPILERCHECK=content, NODEPEND, MAXSIZE=0, one CCACHE_STATSLOG per build), and the driver's
+   accounting (``read_stats_log``, ``compile_sources``, ``served_from_cache``) says which objects ccache
+   served. Report: objects per configure, the second BLAS's misses (listed, by target) and hits, what it
+   linked, the CPU seconds per hit and per miss, and the model of a merged job's wall time against two
+   separate jobs (``--cores``, ``--link-seconds``, ``--test-seconds``: assumptions, not measured).
+   ``--sample N`` builds only N seeded objects (no links), for a quick look.
 
 Compiling all of PyTorch takes hours, so the builds run with a stand-in compiler: in a private mount
 namespace the C and C++ compiler drivers are replaced by a script that writes an empty file at the ``-o``
@@ -26,6 +40,15 @@ output. Command lines, and so ninja's command hashes and decisions, are those of
 and every code generator run for real. The stand-in writes no header dependencies, so after every later
 pass the headers written during it are listed: none means no object of a real build would have been dirty
 through a header either. Needs root or unprivileged user namespaces.
+
+Under ``--blas-switch`` the stand-in differs in one way: whatever ccache runs with ``-E`` goes to the real
+GCC, so what is real is configure, the code generators, the real preprocessed input of every object, the
+command lines and ccache's whole decision (its direct-mode lookup, then the preprocessed-input hash of its
+default mode, which leaves -D/-I/-isystem out): which objects the second BLAS compiles and which it takes
+from the cache is exact. Faked: the compile itself (a miss "compiles" in milliseconds; a real one costs
+about 22.9 s of CPU, the yardstick of step 4) and the links (nothing is linked: a link is counted, not
+timed). The CPU seconds of a hit are real (ccache and the real preprocessor, timed per object by a launcher
+around ccache), except that the object restored is a few bytes where a real one is hundreds of KB.
 
 Writes a table to stdout and ``--json`` (default ``<work>/megabuild-real-graph.json``) atomically: a run
 that fails writes no report. Missing tools, -dev packages or Pythons are one line naming what to install.
@@ -55,6 +78,7 @@ from real_graph_blas import (
     Assumptions,
     BlasBuild,
     build_figures,
+    ccache_outcomes,
     model,
     read_timing_log,
     switch_figures,
@@ -114,9 +138,10 @@ exit 0
 # compile with `-c -MD -MT <obj> -MF <obj>.d -o <obj>`); anything with -E goes to the real driver, which the
 # mount namespace keeps reachable at REAL, run with its own path as argv[0] (ORIGINAL): GCC finds cc1plus
 # from argv[0] (measured: run from another path, "cannot execute 'cc1plus'"; with argv[0] set, its -E
-# output equals the driver's own byte for byte), hence bash's exec -a. A compile writes a non-empty object (ccache refuses to store an
-# empty one) and a dependency file naming no header (without one ccache logs compiler_produced_no_output and
-# stores nothing: measured); a link writes its -o output, as STANDIN does.
+# output equals the driver's own byte for byte), hence bash's exec -a. A compile writes a non-empty object
+# and a dependency file naming no header: ccache 4.7.5 stores nothing, and logs
+# compiler_produced_empty_output for an empty object, compiler_produced_no_output without the dependency
+# file (both measured). A link writes its -o output, as STANDIN does.
 STANDIN_PREPROCESSING = """#!/bin/bash
 # stand-in compiler driver with the real preprocessor (benchmarks/megabuild_real_graph.py --blas-switch)
 for arg in "$@"; do
@@ -745,6 +770,7 @@ def blas_build(run: BlasRun, blas: str, chosen: list[str] | None) -> tuple[BlasB
         build_wall_seconds=round(wall, 1),
         build_cpu_seconds=round(cpu, 1),
         cpu_seconds=read_timing_log(timing.read_text().splitlines()),
+        outcomes=ccache_outcomes(stats.read_text().splitlines() if stats.exists() else []),
     )
     say(
         f"  {wall:.0f} s, {cpu:.0f} s of CPU: {len(work.objects)} objects, {len(build.compiled)} compiled "

@@ -37,6 +37,7 @@ class BlasBuild:
     build_wall_seconds: float
     build_cpu_seconds: float  # ninja and all its children: ccache, the real preprocessor, the stand-in
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # per object: ccache and its children
+    outcomes: dict[str, int] = field(default_factory=dict)  # ccache's result counters (ccache_outcomes)
 
     @property
     def compiled(self) -> list[str]:
@@ -58,6 +59,29 @@ def read_timing_log(lines: Iterable[str]) -> dict[str, float]:
         except ValueError:
             continue
     return seconds
+
+
+# ccache's counters that say what became of one compilation (the others count storage reads and writes,
+# or the mode tried first); one of these per block of the stats log (ccache 4.7.5 here, measured)
+RESULTS = ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss")
+
+
+def ccache_outcomes(lines: Iterable[str]) -> dict[str, int]:
+    """How many compilations of a stats log ended how: a hit of either mode, a miss, or the counter ccache
+    wrote instead (an error such as ``preprocessor_error``: the compile did not go through the cache)."""
+    counts: Counter[str] = Counter()
+    block: list[str] | None = None
+    for line in [*lines, "#"]:
+        if line.startswith("#"):
+            if block is not None:
+                results = [c for c in block if c in RESULTS]
+                ignored = ("direct_cache_miss", "preprocessed_cache_miss")
+                other = [c for c in block if not c.startswith("local_storage") and c not in ignored]
+                counts.update(results or other or ["nothing logged"])
+            block = []
+        elif block is not None and line.strip():
+            block.append(line.strip())
+    return dict(sorted(counts.items()))
 
 
 def mean_cpu(objects: Sequence[str], cpu_seconds: Mapping[str, float]) -> float | None:
@@ -88,6 +112,7 @@ def build_figures(build: BlasBuild) -> dict:
         "settle_reconfigures": build.settle_reconfigures,
         "build_wall_seconds": build.build_wall_seconds,
         "build_cpu_seconds": build.build_cpu_seconds,
+        "ccache_outcomes": build.outcomes,
         "objects_timed": sum(1 for obj in build.objects_ran if obj in build.cpu_seconds),
         "cpu_seconds_per_miss": mean_cpu(compiled, build.cpu_seconds),
         "cpu_seconds_per_hit": mean_cpu(build.served, build.cpu_seconds),

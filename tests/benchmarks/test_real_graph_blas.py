@@ -76,6 +76,30 @@ def test_the_timing_log_keeps_each_objects_last_figure_and_skips_torn_lines() ->
     assert blas.read_timing_log(lines) == {"a.o": 2.0, "b.o": 0.5, "c.o": 0.0}
 
 
+def test_ccache_outcomes_count_each_compilation_once_by_its_result() -> None:
+    log = """# /src/a.cpp
+cache_miss
+direct_cache_miss
+local_storage_miss
+preprocessed_cache_miss
+# /src/b.cpp
+direct_cache_miss
+local_storage_hit
+preprocessed_cache_hit
+# /src/c.cpp
+direct_cache_hit
+local_storage_hit
+# /src/d.cpp
+direct_cache_miss
+local_storage_read_miss
+preprocessor_error
+""".splitlines()
+    assert blas.ccache_outcomes(log) == {
+        "cache_miss": 1, "direct_cache_hit": 1, "preprocessed_cache_hit": 1, "preprocessor_error": 1,
+    }  # fmt: skip
+    assert blas.ccache_outcomes([]) == {}
+
+
 def test_the_model_adds_up_each_term_it_names() -> None:
     first, second = mkl_and_openblas()
     given = blas.Assumptions(
