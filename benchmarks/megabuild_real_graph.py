@@ -80,6 +80,7 @@ from real_graph_blas import (
     build_figures,
     ccache_outcomes,
     model,
+    python_objects_compiled,
     read_timing_log,
     switch_figures,
 )
@@ -826,10 +827,6 @@ def blas_switch(args: argparse.Namespace, report_path: Path) -> int:
         second, _ = blas_build(run, blases[1], chosen if args.sample else None)
     except (Failed, MegabuildError, subprocess.CalledProcessError) as exc:
         return failed(exc)
-    python_compiled = sum(1 for obj in second.compiled if target_of_object(obj) in set(PYTHON_LINKED_2_6))
-    assumptions = Assumptions(
-        cores=args.cores, link_seconds=args.link_seconds, test_seconds=args.test_seconds
-    )
     payload = {
         "source": f"Debian {SOURCE_DIR_NAME} ({APT_SOURCE_LINE})",
         "mkl": f"PyPI {', '.join(MKL_WHEELS)} {MKL_VERSION}",
@@ -838,10 +835,39 @@ def blas_switch(args: argparse.Namespace, report_path: Path) -> int:
         "sample": {"objects": args.sample, "seed": args.seed} if args.sample else None,
         "builds": [build_figures(first), build_figures(second)],
         "switch": switch_figures(first, second),
-        "model": model(first, second, python_compiled, assumptions) if not args.sample else None,
         "seconds": round(time.monotonic() - started, 1),
         "cpu_seconds": {b.blas: b.cpu_seconds for b in (first, second)},
     }
+    if not args.sample:  # a sample has no links and too few hits to model a job on
+        payload["model"] = models(payload, args)
+    write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    print(blas_table(payload))
+    return 0
+
+
+def models(payload: dict, args: argparse.Namespace) -> list[dict]:
+    """The model once per --test-seconds value, from the report's figures."""
+    first, second = payload["builds"]
+    compiled = python_objects_compiled(payload["switch"], PYTHON_LINKED_2_6)
+    return [
+        model(
+            first, second, compiled, Assumptions(args.cores, link_seconds=args.link_seconds, test_seconds=t)
+        )
+        for t in args.test_seconds
+    ]
+
+
+def remodel(args: argparse.Namespace, report_path: Path) -> int:
+    """``--remodel``: the model of an earlier --blas-switch report again, with this command's assumptions."""
+    try:
+        payload = json.loads(report_path.read_text())
+        if "builds" not in payload or payload.get("sample"):
+            raise Failed(f"{report_path} is no whole-graph --blas-switch report: run --blas-switch first")
+    except (OSError, ValueError) as exc:
+        return failed(Failed(f"--remodel: cannot read {report_path} ({exc}): run --blas-switch first"))
+    except Failed as exc:
+        return failed(exc)
+    payload["model"] = models(payload, args)
     write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
     print(blas_table(payload))
     return 0
@@ -858,8 +884,13 @@ def blas_table(payload: dict) -> str:
         )
     switch = payload["switch"]
     lines.append(f"second BLAS compiled: {', '.join(switch['second_compiled']) or 'nothing'}")
-    if payload["model"]:
-        lines.append(f"model: {json.dumps(payload['model']['wall_seconds'])} (wall seconds)")
+    for modelled in payload.get("model", []):
+        tests = modelled["assumptions"]["test_seconds"]
+        walls = modelled["wall_seconds"]
+        lines.append(
+            f"model, tests {tests:.0f} s per BLAS: merged job {walls['merged_job']} s, separate jobs "
+            f"{walls['separate_jobs']} s (wall); runner time {modelled['runner_seconds']}"
+        )
     return "\n".join(lines)
 
 
@@ -977,12 +1008,19 @@ def main(argv: list[str] | None = None) -> int:
         help="the model's wall seconds of one BLAS's links (not measured: the stand-in links nothing)",
     )  # fmt: skip
     blas.add_argument(
-        "--test-seconds", type=float, default=0.0,
-        help="the model's wall seconds of one BLAS's package tests (not measured here)",
+        "--test-seconds", type=float, nargs="+", default=[0.0], metavar="SECONDS",
+        help="the model's wall seconds of one BLAS's package tests, one model each (not measured here)",
+    )  # fmt: skip
+    blas.add_argument(
+        "--remodel", action="store_true",
+        help="model an earlier --blas-switch report again with these assumptions (rewrites its model)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    blas_report = args.json or args.work / "megabuild-real-graph-blas.json"
+    if args.remodel:
+        return remodel(args, blas_report)
     if args.blas_switch:
-        return blas_switch(args, args.json or args.work / "megabuild-real-graph-blas.json")
+        return blas_switch(args, blas_report)
     report_path = args.json or args.work / "megabuild-real-graph.json"
     started = time.monotonic()
     if args.real_compile:

@@ -149,29 +149,33 @@ class Assumptions:
     test_seconds: float = 0.0  # one BLAS's package tests, wall: not measured here
 
 
-def model(first: BlasBuild, second: BlasBuild, python_objects_compiled: int, given: Assumptions) -> dict:
+def model(first: Mapping, second: Mapping, python_objects_compiled: int, given: Assumptions) -> dict:
     """Wall seconds of one merged job (both BLAS one after the other on one runner) against two separate
-    jobs (one BLAS each, in parallel on two runners), and the runner time of each.
+    jobs (one BLAS each, in parallel on two runners), and the runner time of each, from two builds'
+    ``build_figures`` (so a report can be modelled again with other assumptions).
 
     Per BLAS in a job: configure (measured here, serial), compile CPU spread over ``cores`` (perfect
     scaling assumed), links and tests (given). A compile through ccache costs the yardstick plus ccache's
-    miss overhead (measured: the miss's CPU with the compile faked); a hit costs the measured hit CPU. In
-    the merged job the second BLAS's later-Python passes compile only ``python_objects_compiled`` of the
-    Python-linked objects (those among its misses) and take the rest from the cache."""
-    miss_overhead = mean_cpu(first.compiled, first.cpu_seconds) or 0.0
-    hit = mean_cpu(second.served, second.cpu_seconds) or 0.0
+    miss overhead (measured: the first build's CPU per miss, the compile faked); a hit costs the second
+    build's measured CPU per hit. In the merged job the second BLAS's later-Python passes compile only
+    ``python_objects_compiled`` of the Python-linked objects (those among its misses) and take the rest
+    from the cache; a separate job compiles them all, as the first BLAS does."""
+    miss_overhead = first["cpu_seconds_per_miss"] or 0.0
+    hit = second["cpu_seconds_per_hit"] or 0.0
     per_compile = given.compile_cpu_seconds + miss_overhead
     pythons_cpu = given.later_pythons * given.python_linked_objects * per_compile
 
-    def job_seconds(build: BlasBuild, compile_cpu: float) -> float:
-        return build.configure_seconds + compile_cpu / given.cores + given.link_seconds + given.test_seconds
+    def job_seconds(build: Mapping, compile_cpu: float) -> float:
+        return (
+            build["configure_seconds"] + compile_cpu / given.cores + given.link_seconds + given.test_seconds
+        )
 
-    first_cpu = len(first.objects_in_graph) * per_compile + pythons_cpu
-    separate_second_cpu = len(second.objects_in_graph) * per_compile + pythons_cpu
+    first_cpu = first["objects_in_graph"] * per_compile + pythons_cpu
+    separate_second_cpu = second["objects_in_graph"] * per_compile + pythons_cpu
     python_hits = given.python_linked_objects - python_objects_compiled
     merged_second_cpu = (
-        len(second.compiled) * per_compile
-        + len(second.served) * hit
+        second["objects_compiled"] * per_compile
+        + second["objects_from_cache"] * hit
         + given.later_pythons * (python_objects_compiled * per_compile + python_hits * hit)
     )
     first_job = job_seconds(first, first_cpu)
@@ -181,6 +185,7 @@ def model(first: BlasBuild, second: BlasBuild, python_objects_compiled: int, giv
         "assumptions": asdict(given),
         "cpu_seconds_per_hit": hit,
         "ccache_cpu_seconds_per_miss_beside_the_compile": miss_overhead,
+        "python_objects_compiled_per_later_python": python_objects_compiled,
         "compile_cpu_seconds": {
             "first_blas": round(first_cpu),
             "second_blas_separate_job": round(separate_second_cpu),
@@ -196,3 +201,9 @@ def model(first: BlasBuild, second: BlasBuild, python_objects_compiled: int, giv
             "merged_job": round(first_job + merged_second),
         },
     }
+
+
+def python_objects_compiled(switch: Mapping, python_targets: Iterable[str]) -> int:
+    """The second BLAS's misses in the Python-linked targets: what each later Python's pass recompiles."""
+    targets = set(python_targets)
+    return sum(1 for obj in switch["second_compiled"] if target_of_object(obj) in targets)

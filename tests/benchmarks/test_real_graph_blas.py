@@ -7,6 +7,7 @@ The measurement itself is docs/records/2026-12-07-real-graph-blas.md.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -106,7 +107,8 @@ def test_the_model_adds_up_each_term_it_names() -> None:
         cores=2, compile_cpu_seconds=10.0, later_pythons=3, python_linked_objects=4,
         link_seconds=50.0, test_seconds=1000.0,
     )  # fmt: skip
-    result = blas.model(first, second, python_objects_compiled=1, given=given)
+    assert blas.python_objects_compiled(blas.switch_figures(first, second), ["torch_python", "_C"]) == 1
+    result = blas.model(blas.build_figures(first), blas.build_figures(second), 1, given)
     per_compile = 10.0 + 1.0  # the yardstick + ccache's measured miss overhead (the first build's misses)
     pythons = 3 * 4 * per_compile
     first_cpu = 5 * per_compile + pythons
@@ -125,6 +127,36 @@ def test_the_model_adds_up_each_term_it_names() -> None:
     assert result["runner_seconds"]["separate_jobs"] == round(first_job + 80.0 + separate / 2 + 1050.0)
     assert result["second_blas_compile_share"] == round(merged / separate, 4)
     assert result["assumptions"]["test_seconds"] == 1000.0
+
+
+def test_remodel_needs_a_whole_graph_report_and_rewrites_only_its_model(tmp_path: Path) -> None:
+    first, second = mkl_and_openblas()
+    report = tmp_path / "megabuild-real-graph-blas.json"
+    remodel = [
+        sys.executable,
+        str(BENCHMARKS / "megabuild_real_graph.py"),
+        "--work",
+        str(tmp_path),
+        "--remodel",
+    ]
+    missing = subprocess.run(remodel, capture_output=True, text=True, check=False)
+    assert missing.returncode == 1 and missing.stderr.startswith(
+        f"megabuild_real_graph: --remodel: cannot read {report}"
+    )
+    assert len(missing.stderr.splitlines()) == 1 and not report.exists()
+    payload = {
+        "builds": [blas.build_figures(first), blas.build_figures(second)],
+        "switch": blas.switch_figures(first, second), "sample": None, "model": [],
+    }  # fmt: skip
+    report.write_text(json.dumps(payload))
+    done = subprocess.run(
+        [*remodel, "--test-seconds", "0", "9000"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    rewritten = json.loads(report.read_text())
+    assert [m["assumptions"]["test_seconds"] for m in rewritten.pop("model")] == [0.0, 9000.0]
+    assert rewritten == {k: v for k, v in payload.items() if k != "model"}
+    assert "model, tests 9000 s per BLAS: merged job" in done.stdout
 
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (run-tests.py installs it)")
