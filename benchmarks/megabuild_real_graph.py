@@ -79,6 +79,7 @@ from real_graph_blas import (
     BlasBuild,
     build_figures,
     ccache_outcomes,
+    classify_difference,
     model,
     python_objects_compiled,
     read_timing_log,
@@ -845,6 +846,95 @@ def blas_switch(args: argparse.Namespace, report_path: Path) -> int:
     return 0
 
 
+def preprocess_command(command: str, launcher: str, output: Path) -> list[str]:
+    """A compile command of the graph as the real preprocessor's: without the launcher and the dependency
+    file, -E -P for -c, the output to ``output``."""
+    words = shlex.split(command)
+    if words and words[0] == launcher:
+        words = words[1:]
+    out: list[str] = []
+    skip = 0
+    for word in words:
+        if skip:
+            skip -= 1
+        elif word in ("-MT", "-MF", "-MQ"):
+            skip = 1
+        elif word == "-MD":
+            continue
+        elif word == "-o":
+            out += ["-o", str(output)]
+            skip = 1
+        elif word == "-c":
+            out += ["-E", "-P"]
+        else:
+            out.append(word)
+    return out
+
+
+def preprocess_all(tree: Path, objects: list[str], launcher: str, into: Path) -> None:
+    """``objects`` preprocessed by the real compiler in ``tree`` (its build's compile commands)."""
+    build = tree / "build"
+    entries = json.loads(
+        subprocess.run(
+            ["ninja", "-C", str(build), "-t", "compdb"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    commands = {os.path.relpath(os.path.join(e["directory"], e["output"]), build): e for e in entries}
+    into.mkdir(parents=True, exist_ok=True)
+    for number, obj in enumerate(objects, start=1):
+        entry = commands[obj]
+        output = into / (obj.replace("/", "_") + ".i")
+        subprocess.run(
+            preprocess_command(entry["command"], launcher, output), cwd=entry["directory"], check=True
+        )
+        if number % 10 == 0:
+            say(f"  {number} of {len(objects)}")
+
+
+def explain_misses(args: argparse.Namespace, report_path: Path) -> int:
+    """``--explain-misses``: after a --blas-switch run in the same --work, each object the second BLAS
+    compiled that both graphs have, preprocessed (-E -P) by the real compiler under both BLAS at the same
+    path (the first tree moved back for its turn, then moved aside again), and why the two differ
+    (real_graph_blas.classify_difference). Adds ``explained`` to the report."""
+    work = args.work
+    try:
+        payload = json.loads(report_path.read_text()) if report_path.is_file() else None
+        if not payload or "switch" not in payload:
+            raise Failed(f"--explain-misses: no --blas-switch report {report_path}; run --blas-switch first")
+        first, second = (b["blas"] for b in payload["builds"])
+        moved, current = work / f"src_moved_{first}", work / "src"
+        aside = work / f"src_{second}"
+        if not (moved / "build" / "build.ninja").exists() or not (current / "build" / "build.ninja").exists():
+            raise Failed(f"--explain-misses: {moved} or {current} has no build: run --blas-switch again")
+        objects = payload["switch"]["second_compiled_in_both_graphs"]
+        launcher = str(work / "bin" / "timed-ccache")
+        texts = work / "explained"
+        shutil.rmtree(texts, ignore_errors=True)
+        say(f"{second}: preprocessing the {len(objects)} objects it compiled")
+        preprocess_all(current, objects, launcher, texts / second)
+        current.rename(aside)
+        moved.rename(current)
+        try:
+            say(f"{first}: preprocessing the same objects (its tree back at {current})")
+            preprocess_all(current, objects, launcher, texts / first)
+        finally:
+            current.rename(moved)
+            aside.rename(current)
+    except (Failed, OSError, ValueError, KeyError, subprocess.CalledProcessError) as exc:
+        return failed(exc)
+    explained = {}
+    for obj in objects:
+        name = obj.replace("/", "_") + ".i"
+        with (texts / first / name).open() as a, (texts / second / name).open() as b:
+            why, lines = classify_difference(a, b)
+        explained[obj] = {"why": why, "lines": lines}
+    payload["explained"] = explained
+    write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    for obj, found in explained.items():
+        print(f"{found['why']:<12} {obj}  {' | '.join(found['lines'][:2])}")
+    return 0
+
+
 def models(payload: dict, args: argparse.Namespace) -> list[dict]:
     """The model once per --test-seconds value, from the report's figures."""
     first, second = payload["builds"]
@@ -951,6 +1041,44 @@ def table(results: list[PassResult]) -> str:
     return "\n".join(lines)
 
 
+def add_blas_arguments(parser: argparse.ArgumentParser) -> None:
+    blas = parser.add_argument_group("--blas-switch (docs/records/2026-12-07-real-graph-blas.md)")
+    blas.add_argument(
+        "--blas-switch",
+        action="store_true",
+        help="instead of the Python passes: BLAS=MKL (PyPI's wheels), then the second BLAS from a fresh copy "
+        "of the source at the same path, both built through one ccache with the real preprocessor and the "
+        "compile faked; reports the second BLAS's misses, hits, links and CPU per hit, and the model "
+        "(report <work>/megabuild-real-graph-blas.json)",
+    )
+    blas.add_argument(
+        "--second-blas", choices=("OpenBLAS", "Generic"), default="OpenBLAS", help="default OpenBLAS"
+    )
+    blas.add_argument(
+        "--sample", type=int, default=0, metavar="N",
+        help="build only N objects drawn with --seed from the first BLAS's graph (and no links); 0: all",
+    )  # fmt: skip
+    blas.add_argument("--seed", type=int, default=42, help="the sample's seed (default 42)")
+    blas.add_argument("--cores", type=int, default=16, help="the model's runner cores (default 16)")
+    blas.add_argument(
+        "--link-seconds", type=float, default=0.0,
+        help="the model's wall seconds of one BLAS's links (not measured: the stand-in links nothing)",
+    )  # fmt: skip
+    blas.add_argument(
+        "--test-seconds", type=float, nargs="+", default=[0.0], metavar="SECONDS",
+        help="the model's wall seconds of one BLAS's package tests, one model each (not measured here)",
+    )  # fmt: skip
+    blas.add_argument(
+        "--explain-misses", action="store_true",
+        help="after --blas-switch in the same --work: why each object the second BLAS compiled differs "
+        "(both BLAS's preprocessed input, the real compiler; adds 'explained' to the report)",
+    )  # fmt: skip
+    blas.add_argument(
+        "--remodel", action="store_true",
+        help="model an earlier --blas-switch report again with these assumptions (rewrites its model)",
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -985,40 +1113,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="finish the pass-1 build an interrupted run left in <work>/src (skips copy, configure, settle)",
     )
-    blas = parser.add_argument_group("--blas-switch (docs/records/2026-12-07-real-graph-blas.md)")
-    blas.add_argument(
-        "--blas-switch",
-        action="store_true",
-        help="instead of the Python passes: BLAS=MKL (PyPI's wheels), then the second BLAS from a fresh copy "
-        "of the source at the same path, both built through one ccache with the real preprocessor and the "
-        "compile faked; reports the second BLAS's misses, hits, links and CPU per hit, and the model "
-        "(report <work>/megabuild-real-graph-blas.json)",
-    )
-    blas.add_argument(
-        "--second-blas", choices=("OpenBLAS", "Generic"), default="OpenBLAS", help="default OpenBLAS"
-    )
-    blas.add_argument(
-        "--sample", type=int, default=0, metavar="N",
-        help="build only N objects drawn with --seed from the first BLAS's graph (and no links); 0: all",
-    )  # fmt: skip
-    blas.add_argument("--seed", type=int, default=42, help="the sample's seed (default 42)")
-    blas.add_argument("--cores", type=int, default=16, help="the model's runner cores (default 16)")
-    blas.add_argument(
-        "--link-seconds", type=float, default=0.0,
-        help="the model's wall seconds of one BLAS's links (not measured: the stand-in links nothing)",
-    )  # fmt: skip
-    blas.add_argument(
-        "--test-seconds", type=float, nargs="+", default=[0.0], metavar="SECONDS",
-        help="the model's wall seconds of one BLAS's package tests, one model each (not measured here)",
-    )  # fmt: skip
-    blas.add_argument(
-        "--remodel", action="store_true",
-        help="model an earlier --blas-switch report again with these assumptions (rewrites its model)",
-    )  # fmt: skip
+    add_blas_arguments(parser)
     args = parser.parse_args(argv)
     blas_report = args.json or args.work / "megabuild-real-graph-blas.json"
     if args.remodel:
         return remodel(args, blas_report)
+    if args.explain_misses:
+        return explain_misses(args, blas_report)
     if args.blas_switch:
         return blas_switch(args, blas_report)
     report_path = args.json or args.work / "megabuild-real-graph.json"

@@ -207,3 +207,28 @@ def python_objects_compiled(switch: Mapping, python_targets: Iterable[str]) -> i
     """The second BLAS's misses in the Python-linked targets: what each later Python's pass recompiles."""
     targets = set(python_targets)
     return sum(1 for obj in switch["second_compiled"] if target_of_object(obj) in targets)
+
+
+# What GCC's #pragma once leaves of a generated ``ops/*_native.h`` stub that declares nothing (preprocessed
+# with -P): 2.6.0's torchgen writes hundreds of byte-identical ones, and GCC 12 takes two files with the
+# same content, size and modification time (seconds) for one, so which stubs an object's preprocessed input
+# holds depends on when codegen wrote them (measured with two such headers and `touch`).
+STUB_LINES = frozenset({"namespace at {", "namespace native {", "}"})
+
+
+def classify_difference(first: Iterable[str], second: Iterable[str]) -> tuple[str, list[str]]:
+    """Why two preprocessed inputs (``-E -P``) of one object differ: ``same lines`` (none more often in
+    one than in the other); ``pragma once`` when
+    the only lines one has more of than the other are empty stubs' (STUB_LINES); else ``content``, with up
+    to 5 of the lines that differ (each prefixed by the side that has it)."""
+
+    def lines(text: Iterable[str]) -> Counter[str]:
+        return Counter(line.strip() for line in text if line.strip())
+
+    left, right = lines(first), lines(second)
+    only = [f"- {line}" for line in left - right] + [f"+ {line}" for line in right - left]
+    if not only:
+        return "same lines", []
+    if all(line[2:] in STUB_LINES for line in only):
+        return "pragma once", []
+    return "content", [line for line in only if line[2:] not in STUB_LINES][:5]

@@ -101,6 +101,29 @@ preprocessor_error
     assert blas.ccache_outcomes([]) == {}
 
 
+def test_a_difference_is_an_empty_stub_only_when_nothing_else_differs() -> None:
+    mkl = ["namespace at {", "namespace native {", "}", "}", "int blas() { return 1; }", ""]
+    stubs = [*mkl, "namespace at {", "namespace native {", "}", "}"]  # one more empty stub (pragma once)
+    assert blas.classify_difference(mkl, list(reversed(mkl))) == ("same lines", [])
+    assert blas.classify_difference(mkl, stubs) == ("pragma once", [])
+    openblas = [line.replace("return 1", "return 0") for line in stubs]
+    assert blas.classify_difference(mkl, openblas) == (
+        "content",
+        ["- int blas() { return 1; }", "+ int blas() { return 0; }"],
+    )
+
+
+def test_a_compile_command_becomes_the_real_preprocessors(tmp_path: Path) -> None:
+    command = (
+        "/w/bin/timed-ccache /usr/bin/c++ -DMKL_HAS_SBGEMM -I/w/src -isystem /w/mkl/include -O2 "
+        "-MD -MT a/b.cpp.o -MF a/b.cpp.o.d -o a/b.cpp.o -c '/w/src/b c.cpp'"
+    )
+    assert bench.preprocess_command(command, "/w/bin/timed-ccache", tmp_path / "b.i") == [
+        "/usr/bin/c++", "-DMKL_HAS_SBGEMM", "-I/w/src", "-isystem", "/w/mkl/include", "-O2",
+        "-o", str(tmp_path / "b.i"), "-E", "-P", "/w/src/b c.cpp",
+    ]  # fmt: skip
+
+
 def test_the_model_adds_up_each_term_it_names() -> None:
     first, second = mkl_and_openblas()
     given = blas.Assumptions(
