@@ -891,6 +891,17 @@ def preprocess_all(tree: Path, objects: list[str], launcher: str, into: Path) ->
             say(f"  {number} of {len(objects)}")
 
 
+def put_trees_back(moved: Path, current: Path, aside: Path) -> None:
+    """Undo the swap of an --explain-misses that was killed during it: the second BLAS's tree back at
+    ``current``, the first's at ``moved``. Each step is one rename, so a kill between two steps leaves a
+    state the next call also recognises."""
+    if aside.exists() and not current.exists():  # killed between the two renames of a swap
+        aside.rename(current)
+    if aside.exists() and not moved.exists():  # killed with the first tree at the path
+        current.rename(moved)
+        aside.rename(current)
+
+
 def explain_misses(args: argparse.Namespace, report_path: Path) -> int:
     """``--explain-misses``: after a --blas-switch run in the same --work, each object the second BLAS
     compiled that both graphs have, preprocessed (-E -P) by the real compiler under both BLAS at the same
@@ -904,6 +915,7 @@ def explain_misses(args: argparse.Namespace, report_path: Path) -> int:
         first, second = (b["blas"] for b in payload["builds"])
         moved, current = work / f"src_moved_{first}", work / "src"
         aside = work / f"src_{second}"
+        put_trees_back(moved, current, aside)
         if not (moved / "build" / "build.ninja").exists() or not (current / "build" / "build.ninja").exists():
             raise Failed(f"--explain-misses: {moved} or {current} has no build: run --blas-switch again")
         objects = payload["switch"]["second_compiled_in_both_graphs"]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +231,74 @@ def test_the_standin_gives_ccache_the_real_preprocessor_and_a_result_to_keep(tmp
     assert (tmp_path / "plain.o").read_text() == "stand-in object\n"  # restored from the cache
     timed = blas.read_timing_log((tmp_path / "openblas-cpu.log").read_text().splitlines())
     assert sorted(timed) == ["blas.o", "plain.o"] and all(seconds > 0 for seconds in timed.values())
+
+
+FAKE_PREPROCESSOR = """#!/bin/sh
+# -E -P of a fixture: the source's text; hangs on the MKL tree's source while $HANG_FLAG exists
+output=""
+for arg in "$@"; do
+  if [ "$previous" = "-o" ]; then output="$arg"; fi
+  previous="$arg"
+done
+if [ -e "$HANG_FLAG" ] && grep -q MKL "$arg"; then : > "$STARTED_FLAG"; sleep 60; fi
+cat "$arg" > "$output"
+"""
+
+
+def fixture_tree(root: Path, text: str, compiler: Path) -> None:
+    """A tree as --blas-switch leaves one: a source and a ninja build of it (what ``ninja -t compdb``
+    reads)."""
+    (root / "build").mkdir(parents=True)
+    (root / "a.cpp").write_text(text)
+    (root / "build" / "build.ninja").write_text(
+        f"rule cc\n  command = {compiler} -O2 -MD -MT $out -MF $out.d -o $out -c $in\n"
+        "build obj/a.cpp.o: cc ../a.cpp\n"
+    )
+
+
+def test_explain_misses_killed_with_the_trees_swapped_puts_them_back(tmp_path: Path) -> None:
+    """SIGKILL while the first BLAS's tree stands at the path: the next run puts both trees back where
+    --blas-switch left them, then explains."""
+    work = tmp_path / "work"
+    compiler = tmp_path / "fake-preprocessor"
+    compiler.write_text(FAKE_PREPROCESSOR)
+    compiler.chmod(0o755)
+    fixture_tree(work / "src", "int openblas = 0;\n", compiler)
+    fixture_tree(work / "src_moved_MKL", "// MKL\nint mkl = 1;\n", compiler)
+    report = work / "megabuild-real-graph-blas.json"
+    report.write_text(json.dumps({
+        "builds": [{"blas": "MKL"}, {"blas": "OpenBLAS"}],
+        "switch": {"second_compiled_in_both_graphs": ["obj/a.cpp.o"]},
+    }))  # fmt: skip
+    hang, started = tmp_path / "hang", tmp_path / "started"
+    hang.touch()
+    env = {**os.environ, "HANG_FLAG": str(hang), "STARTED_FLAG": str(started)}
+    command = [
+        sys.executable,
+        str(BENCHMARKS / "megabuild_real_graph.py"),
+        "--work",
+        str(work),
+        "--explain-misses",
+    ]
+    child = subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert child.poll() is None and time.monotonic() < deadline, "never reached the MKL tree's turn"
+            time.sleep(0.02)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    # killed mid-way: the MKL tree at the path, the second BLAS's aside
+    assert (work / "src" / "a.cpp").read_text().startswith("// MKL")
+    assert (work / "src_OpenBLAS" / "a.cpp").exists() and not (work / "src_moved_MKL").exists()
+    hang.unlink()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (work / "src" / "a.cpp").read_text() == "int openblas = 0;\n"
+    assert (work / "src_moved_MKL" / "a.cpp").read_text().startswith("// MKL")
+    assert not (work / "src_OpenBLAS").exists()
+    explained = json.loads(report.read_text())["explained"]
+    assert explained == {
+        "obj/a.cpp.o": {"why": "content", "lines": ["- // MKL", "- int mkl = 1;", "+ int openblas = 0;"]}
+    }
