@@ -699,6 +699,8 @@ def configure_blas(run: BlasRun, blas: str) -> Configured:
     real.env = {k: v for k, v in real.env.items() if k != "GENERIC_BLAS_LIBRARIES"}
     real.env.update(settings, **ccache_settings(run.cache, run.launcher))
     # configure's own check compiles (the real compiler) go through ccache too: logged apart
+    for what in ("configure-cpu", "configure-ccache", "generators-ccache"):
+        run.logs(blas, what).unlink(missing_ok=True)  # ccache and the launcher append
     real.env[TIMING_LOG_VARIABLE] = str(run.logs(blas, "configure-cpu"))
     real.env["CCACHE_STATSLOG"] = str(run.logs(blas, "configure-ccache"))
     started = time.monotonic()
