@@ -210,7 +210,7 @@ def python_objects_compiled(switch: Mapping, python_targets: Iterable[str]) -> i
 
 
 # What GCC's #pragma once leaves of a generated ``ops/*_native.h`` stub that declares nothing (preprocessed
-# with -P): 2.6.0's torchgen writes hundreds of byte-identical ones, and GCC 12 takes two files with the
+# with -P): 2.6.0's torchgen writes ten byte-identical ones (md5sum here), and GCC 12 takes two files with the
 # same content, size and modification time (seconds) for one, so which stubs an object's preprocessed input
 # holds depends on when codegen wrote them (measured with two such headers and `touch`).
 STUB_LINES = frozenset({"namespace at {", "namespace native {", "}"})
