@@ -1003,14 +1003,7 @@ def blas_table(payload: dict) -> str:
 
 def graph_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
     """Every object file of the graph."""
-    text = subprocess.run(
-        ["ninja", "-C", str(build_dir), "-t", "targets", "all"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [line.split(":", 1)[0] for line in text.splitlines() if line.split(":", 1)[0].endswith(".o")]
+    return [target for target in ninja_targets(build_dir, env) if target.endswith(".o")]
 
 
 def python_linked_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
