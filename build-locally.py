@@ -22,12 +22,12 @@ Choosing configurations:
 
 Examples:
   ./build-locally.py --list
-  ./build-locally.py linux_64_blas_implmklc_compiler_version14  # one CUDA 12.9 MKL build
+  ./build-locally.py linux_64_c_compiler_version14  # CUDA 12.9, both BLAS (one job)
   ./build-locally.py --match '*cuda_compiler_version1*' --prune  # every CUDA build in a row
   OSX_SDK_DIR=SDKs ./build-locally.py osx_arm64 --dry-run        # print what would run
-  ./build-locally.py 'linux_64_blas_implgeneric*2.28*' --debug --output-id 'pytorch-*'
+  ./build-locally.py 'linux_64*2.28*' --debug --output-id 'pytorch-*'
   ./build-locally.py --rehearse                                  # the offline megabuild rehearsal
-  ./build-locally.py --build linux_64_blas_implmklc_compiler_version14  # a real build, or an error
+  ./build-locally.py --build linux_64_c_compiler_version14  # a real build, or an error
 
 Standard library only (except the rehearsal, which needs requirements-dev.txt).
 """
@@ -169,7 +169,7 @@ def format_table(configs: Sequence[Configuration], numbered: bool = False) -> st
         [
             config.name,
             config.target_platform,
-            config.blas or "-",
+            "+".join(config.blases) or "-",
             config.cuda or "CPU",
             " ".join(python.version for python in config.pythons),
         ]
@@ -518,7 +518,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     choice.add_argument(
         "--cuda", metavar="VERSION", help="only this CUDA version (12.9, 13.0), 'none' (CPU) or 'any' (CUDA)"
     )
-    choice.add_argument("--blas", help="only this BLAS (mkl, generic)")
+    choice.add_argument("--blas", help="only the configurations that build this BLAS (mkl, generic)")
     choice.add_argument("--all", action="store_true", help="build every configuration, one after another")
     choice.add_argument(
         "--match", metavar="PATTERN", help="build every configuration matching a glob or substring"

@@ -40,6 +40,8 @@ PINNING = ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 DEBIAN_PACKAGES = {
     "cmake": "cmake",
     "ninja-build": "ninja",
+    # the build driver compiles through it (recipe/megabuild/compiler_cache.py): every rehearsal, real build
+    "ccache": "ccache",
     "g++": "g++",
     "binutils": "readelf",
     "graphviz": "dot",

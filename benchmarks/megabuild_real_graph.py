@@ -18,7 +18,21 @@ figures and explains the method:
    Report: per pass and the compile-work ratio against pass 1 + Python-linked objects x (N - 1);
 4. ``--real-compile 3.12`` afterwards, in the same ``--work``: one more per-Python pass, to that CPython,
    whose Python-linked objects (and the code generators they depend on) the *real* compiler builds; its
-   wall and CPU time go into the report. Its links are not run (the other libraries are the stand-in's).
+   wall and CPU time go into the report. Its links are not run (the other libraries are the stand-in's);
+5. ``--blas-switch`` instead of 2-4 (docs/records/2026-12-07-real-graph-blas.md): a merged CI job's two
+   BLAS, as issue 44 builds them. BLAS=MKL (PyPI's ``mkl-devel``/``mkl``/``mkl-include`` wheels, unpacked
+   under ``--debian-cache``, found by PyTorch's own FindMKL) in ``<work>/src``: setup.py's configure, the
+   driver's settle, the code generators, the build; then that tree moves to ``<work>/src_moved_MKL`` (as
+   conda-build renames ``work`` to ``work_moved_*``) and ``--second-blas`` (OpenBLAS, Debian's
+   libopenblas-dev; or Generic) is configured and built from a fresh copy at the same path, so each tree
+   has its own ``ATen/Config.h``, which configure writes into the source tree. Every compile goes through
+   the real ccache with the driver's settings (megabuild/compiler_cache.py: CCACHE_DIR of the run's own,
+   COMPILERCHECK=content, NODEPEND, MAXSIZE=0, one CCACHE_STATSLOG per build), and the driver's
+   accounting (``read_stats_log``, ``compile_sources``, ``served_from_cache``) says which objects ccache
+   served. Report: objects per configure, the second BLAS's misses (listed, by target) and hits, what it
+   linked, the CPU seconds per hit and per miss, and the model of a merged job's wall time against two
+   separate jobs (``--cores``, ``--link-seconds``, ``--test-seconds``: assumptions, not measured).
+   ``--sample N`` builds only N seeded objects (no links), for a quick look.
 
 Compiling all of PyTorch takes hours, so the builds run with a stand-in compiler: in a private mount
 namespace the C and C++ compiler drivers are replaced by a script that writes an empty file at the ``-o``
@@ -26,6 +40,15 @@ output. Command lines, and so ninja's command hashes and decisions, are those of
 and every code generator run for real. The stand-in writes no header dependencies, so after every later
 pass the headers written during it are listed: none means no object of a real build would have been dirty
 through a header either. Needs root or unprivileged user namespaces.
+
+Under ``--blas-switch`` the stand-in differs in one way: whatever ccache runs with ``-E`` goes to the real
+GCC, so what is real is configure, the code generators, the real preprocessed input of every object, the
+command lines and ccache's whole decision (its direct-mode lookup, then the preprocessed-input hash of its
+default mode, which leaves -D/-I/-isystem out): which objects the second BLAS compiles and which it takes
+from the cache is exact. Faked: the compile itself (a miss "compiles" in milliseconds; a real one costs
+about 22.9 s of CPU, the yardstick of step 4) and the links (nothing is linked: a link is counted, not
+timed). The CPU seconds of a hit are real (ccache and the real preprocessor, timed per object by a launcher
+around ccache), except that the object restored is a few bytes where a real one is hundreds of KB.
 
 Writes a table to stdout and ``--json`` (default ``<work>/megabuild-real-graph.json``) atomically: a run
 that fails writes no report. Missing tools, -dev packages or Pythons are one line naming what to install.
@@ -38,18 +61,35 @@ import argparse
 import glob
 import json
 import os
+import random
+import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "recipe"))
 
-from megabuild import ninja_graph
-from megabuild.atomic_file import write_text
+from real_graph_blas import (
+    Assumptions,
+    BlasBuild,
+    build_figures,
+    ccache_outcomes,
+    classify_difference,
+    model,
+    python_objects_compiled,
+    read_timing_log,
+    switch_figures,
+)
+
+from megabuild import compiler_cache, ninja_graph
+from megabuild.atomic_file import write_bytes, write_text
 from megabuild.cmake_cache import CMakeCache
+from megabuild.errors import MegabuildError
 from megabuild.ninja_log import PassWork, ran_between, read_log, target_of_linked, target_of_object
 from megabuild.python_target import (
     check_retarget_kept,
@@ -95,6 +135,67 @@ while [ "$#" -gt 1 ]; do
 done
 exit 0
 """
+# --blas-switch: the stand-in driver with the real preprocessor. ccache runs the compiler twice per miss
+# (ccache 4.7.5 here, its calls logged through a stand-in: `<flags> -E -o <tmp>.ii <source>`, then the
+# compile with `-c -MD -MT <obj> -MF <obj>.d -o <obj>`); anything with -E goes to the real driver, which the
+# mount namespace keeps reachable at REAL, run with its own path as argv[0] (ORIGINAL): GCC finds cc1plus
+# from argv[0] (measured: run from another path, "cannot execute 'cc1plus'"; with argv[0] set, its -E
+# output equals the driver's own byte for byte), hence bash's exec -a. A compile writes a non-empty object
+# and a dependency file naming no header: ccache 4.7.5 stores nothing, and logs
+# compiler_produced_empty_output for an empty object, compiler_produced_no_output without the dependency
+# file (both measured). A link writes its -o output, as STANDIN does.
+STANDIN_PREPROCESSING = """#!/bin/bash
+# stand-in compiler driver with the real preprocessor (benchmarks/megabuild_real_graph.py --blas-switch)
+for arg in "$@"; do
+  if [ "$arg" = "-E" ]; then exec -a ORIGINAL REAL "$@"; fi
+done
+output=""
+depfile=""
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    -o) output="$2"; shift ;;
+    -MF) depfile="$2"; shift ;;
+  esac
+  shift
+done
+if [ -n "$output" ]; then printf 'stand-in object\\n' > "$output"; fi
+if [ -n "$depfile" ]; then printf '%s:\\n' "$output" > "$depfile"; fi
+exit 0
+"""
+# The compiler launcher of --blas-switch: ccache as the driver runs it, with the CPU time of ccache and
+# everything it ran (the real preprocessor, the stand-in) logged per object; the launcher is not part of
+# the command line ccache hashes. One os.write per line with O_APPEND, so parallel compiles do not mix.
+TIMING_LAUNCHER = """#!{python} -I
+# ccache, timed (benchmarks/megabuild_real_graph.py --blas-switch)
+import os, resource, subprocess, sys
+arguments = sys.argv[1:]
+status = subprocess.run(["ccache", *arguments], check=False).returncode
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+output = arguments[arguments.index("-o") + 1] if "-o" in arguments[:-1] else ""
+log = os.open(os.environ["{variable}"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(log, f"{{output}}\\t{{used.ru_utime + used.ru_stime:.4f}}\\n".encode())
+os.close(log)
+sys.exit(status)
+"""
+TIMING_LOG_VARIABLE = "MEGABUILD_REAL_GRAPH_TIMING_LOG"
+# MKL as PyPI ships it: the version the 2026-12-06 probe found with PyTorch's FindMKL
+# (../shared/docs/blas-share-2.6.0.md); mkl-devel's wheel holds only CMake and pkg-config files, the
+# libraries are mkl's (lib*.so.2), the headers mkl-include's.
+MKL_VERSION = "2024.2.2"
+MKL_WHEELS = ("mkl-devel", "mkl", "mkl-include")
+# What each BLAS adds to BUILD_ENV (setup.py hands BLAS, INTEL_MKL_DIR, INTEL_OMP_DIR to CMake:
+# tools/setup_helpers/cmake.py of 2.6.0, and CMAKE_* too); {mkl} is the unpacked MKL. On Linux FindMKL adds
+# only INTEL_MKL_DIR's include/ and lib/intel64 (cmake/Modules/FindMKL.cmake:150-156), so the prefix path
+# is what lets find_library see the wheels' lib/ (measured: without it, "MKL library not found").
+BLAS_SETTINGS = {
+    "MKL": {"BLAS": "MKL", "INTEL_MKL_DIR": "{mkl}", "INTEL_OMP_DIR": "{mkl}", "CMAKE_PREFIX_PATH": "{mkl}"},
+    "OpenBLAS": {"BLAS": "OpenBLAS"},
+    "Generic": {"BLAS": "Generic", "GENERIC_BLAS_LIBRARIES": "blas"},
+}
+# what caffe2/core/macros.h's BLAS_INFO says after each BLAS's configure (the probe's macros.h diff)
+BLAS_INFO = {"MKL": "mkl", "OpenBLAS": "open", "Generic": "generic"}
+BLAS_DEV_PACKAGES = {"OpenBLAS": ("libopenblas-dev",)}
+
 # The driver's Python-linked targets (2.13.0) and 2.6.0's functorch, a MODULE linking torch_python
 # (functorch/CMakeLists.txt of the 2.6.0 source; the 2.13.0 wheel has no functorch extension).
 PYTHON_LINKED_2_6 = (*python_linked_targets("linux-64"), "functorch")
@@ -112,17 +213,21 @@ def say(message: str) -> None:
 # ---- prerequisites ----------------------------------------------------------------------------------
 
 
-def check_prerequisites() -> None:
-    missing_tools = [tool for tool in TOOLS if shutil.which(tool) is None]
+def check_prerequisites(
+    extra_tools: dict[str, str] | None = None, extra_packages: tuple[str, ...] = ()
+) -> None:
+    tools = {**TOOLS, **(extra_tools or {})}
+    missing_tools = [tool for tool in tools if shutil.which(tool) is None]
     if missing_tools:
-        packages = " ".join(dict.fromkeys(TOOLS[tool] for tool in missing_tools))
+        packages = " ".join(dict.fromkeys(tools[tool] for tool in missing_tools))
         raise Failed(f"missing {', '.join(missing_tools)}: apt-get install {packages}")
+    wanted = (*DEV_PACKAGES, *extra_packages)
     result = subprocess.run(
-        ["dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\\n", *DEV_PACKAGES],
+        ["dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\\n", *wanted],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     installed = {line.split()[0] for line in result.stdout.splitlines() if line.endswith(" installed")}
-    missing = [package for package in DEV_PACKAGES if package not in installed]
+    missing = [package for package in wanted if package not in installed]
     if missing:
         raise Failed(f"missing -dev packages: apt-get install --no-install-recommends {' '.join(missing)}")
 
@@ -224,13 +329,46 @@ class StandIn:
         drivers = sorted({Path(shutil.which(name) or name).resolve() for name in ("c++", "cc")})
         return cls(script, drivers)
 
+    def binds(self) -> list[str]:
+        return [f"mount --bind {shlex.quote(str(self.script))} {shlex.quote(str(d))}" for d in self.drivers]
+
     def run(self, command: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
-        binds = [f"mount --bind {self.script} {driver}" for driver in self.drivers]
+        binds = self.binds()
         unshare = ["unshare", "--mount", "--propagation", "private"]
         if os.geteuid() != 0:
             unshare.insert(1, "--map-root-user")
         inner = " && ".join([*binds, 'exec "$@"'])
         run_logged([*unshare, "sh", "-c", inner, "standin", *command], cwd, env, log)
+
+
+@dataclass
+class PreprocessingStandIn(StandIn):
+    """STANDIN_PREPROCESSING over each compiler driver: the real driver stays reachable, bound to a path
+    of its own in the same namespace, for everything run with -E."""
+
+    real: dict[Path, Path] = field(default_factory=dict)  # driver -> where it stays reachable
+    scripts: dict[Path, Path] = field(default_factory=dict)  # driver -> its stand-in
+
+    @classmethod
+    def create(cls, work: Path) -> PreprocessingStandIn:
+        bin_dir = work / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        drivers = sorted({Path(shutil.which(name) or name).resolve() for name in ("c++", "cc")})
+        real, scripts = {}, {}
+        for driver in drivers:
+            real[driver] = bin_dir / f"real-{driver.name}"
+            write_text(real[driver], "")  # a mount point
+            scripts[driver] = bin_dir / f"standin-{driver.name}"
+            text = STANDIN_PREPROCESSING.replace("ORIGINAL", shlex.quote(str(driver)))
+            text = text.replace("REAL", shlex.quote(str(real[driver])))
+            write_text(scripts[driver], text, mode=0o755)
+        return cls(scripts[drivers[0]], drivers, real, scripts)
+
+    def binds(self) -> list[str]:
+        quoted = {d: (shlex.quote(str(d)), shlex.quote(str(self.real[d]))) for d in self.drivers}
+        keep = [f"mount --bind {driver} {real}" for driver, real in quoted.values()]
+        cover = [f"mount --bind {shlex.quote(str(self.scripts[d]))} {quoted[d][0]}" for d in self.drivers]
+        return keep + cover
 
 
 def headers_written_since(tree: Path, since_ns: int) -> list[str]:
@@ -445,11 +583,207 @@ def real_compile(real: RealBuild, python: Path) -> dict:
     return result
 
 
-# ---- the report -------------------------------------------------------------------------------------
+# ---- the BLAS switch --------------------------------------------------------------------------------
 
 
-def graph_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
-    """Every object file of the graph."""
+def mkl_prefix(cache: Path) -> Path:
+    """MKL from PyPI's wheels, unpacked into ``<cache>/mkl-<version>`` (include/, lib/) unless already
+    there, with the unversioned library names the linker and FindMKL's find_library look for."""
+    prefix = cache / f"mkl-{MKL_VERSION}"
+    if (prefix / "include" / "mkl.h").is_file() and (prefix / "lib" / "libmkl_core.so").exists():
+        return prefix
+    wheels = cache / "mkl-wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    say(f"downloading MKL {MKL_VERSION} ({', '.join(MKL_WHEELS)}) from PyPI into {wheels}")
+    pins = [f"{name}=={MKL_VERSION}" for name in MKL_WHEELS]
+    download = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels), *pins]
+    result = subprocess.run(download, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Failed(f"pip download {' '.join(pins)} failed ({last}): PyPI must be reachable")
+    partial = cache / f"mkl-{MKL_VERSION}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    for name in MKL_WHEELS:
+        found = sorted(wheels.glob(f"{name.replace('-', '_')}-{MKL_VERSION}-*.whl"))
+        if not found:
+            raise Failed(f"pip left no {name} {MKL_VERSION} wheel in {wheels}: remove the folder and rerun")
+        data = f"{name.replace('-', '_')}-{MKL_VERSION}.data/data/"
+        with zipfile.ZipFile(found[-1]) as wheel:
+            for member in wheel.namelist():
+                if member.startswith(data) and not member.endswith("/"):
+                    target = partial / member[len(data) :]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with wheel.open(member) as packed:
+                        write_bytes(target, packed.read())
+    for library in sorted((partial / "lib").glob("lib*.so.2")):
+        library.with_name(library.name[: -len(".2")]).symlink_to(library.name)
+    shutil.rmtree(prefix, ignore_errors=True)
+    partial.rename(prefix)  # whole or not at all: the check above looks at the final name only
+    return prefix
+
+
+def ccache_settings(cache: compiler_cache.CompilerCache, launcher: Path) -> dict[str, str]:
+    """The driver's ccache settings (compiler_cache.settings: CCACHE_DIR, MAXSIZE, COMPILERCHECK=content,
+    NODEPEND), with the timing launcher in place of the name ``ccache`` (it runs that ccache)."""
+    values = {name: value for name, value, _why in compiler_cache.settings(cache, cuda=False)}
+    for name in values:
+        if name.endswith("_COMPILER_LAUNCHER"):
+            values[name] = str(launcher)
+    return values
+
+
+def config_h_mkl(tree: Path) -> str:
+    """AT_MKL_ENABLED()'s value in the ATen/Config.h configure wrote into the source tree."""
+    config = tree / "aten" / "src" / "ATen" / "Config.h"
+    for line in config.read_text().splitlines():
+        if line.startswith("#define AT_MKL_ENABLED()"):
+            return line.split()[-1]
+    raise Failed(f"{config} defines no AT_MKL_ENABLED(): configure did not write it")
+
+
+def blas_info(build_dir: Path) -> str:
+    macros = build_dir / "caffe2" / "core" / "macros.h"
+    for line in macros.read_text().splitlines():
+        if "BLAS_INFO" in line:
+            return line
+    raise Failed(f"{macros} has no BLAS_INFO line: configure did not write it")
+
+
+def report_progress(log: Path, total: int, done: threading.Event) -> None:
+    """Every minute, how many compiles went through ccache so far (the timing launcher's log)."""
+    while not done.wait(60):
+        count = len(log.read_text().splitlines()) if log.exists() else 0
+        say(f"  {count} of {total} compiles through ccache")
+
+
+@dataclass
+class BlasRun:
+    """What the builds of one --blas-switch run share: the work folder, the cache, the launcher."""
+
+    work: Path
+    source: Path
+    python: Path
+    mkl: Path | None
+    cache: compiler_cache.CompilerCache
+    launcher: Path
+    jobs: str
+    sample: int
+    seed: int
+
+    def logs(self, blas: str, what: str) -> Path:
+        folder = self.work / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{blas}-{what}.log"
+
+
+@dataclass
+class Configured:
+    """One BLAS's tree after configure, the driver's settle and the code generators."""
+
+    real: RealBuild
+    objects: list[str]
+    seconds: float  # configure and settle, wall
+    reconfigures: int
+    generator_outputs: int
+
+
+def configure_blas(run: BlasRun, blas: str) -> Configured:
+    """A fresh copy of the source at ``<work>/src``, configured for ``blas`` (setup.py, as the driver's pass
+    1) with the ccache settings, settled as the driver does, its code generators run with the real tools."""
+    tree = fresh_tree(run.source, run.work)
+    real = RealBuild.in_work(tree, run.work, run.jobs)
+    real.standin = PreprocessingStandIn.create(run.work)
+    real.log = run.logs(blas, "build")
+    write_text(real.log, "")
+    settings = {k: v.format(mkl=run.mkl) for k, v in BLAS_SETTINGS[blas].items()}
+    real.env = {k: v for k, v in real.env.items() if k != "GENERIC_BLAS_LIBRARIES"}
+    real.env.update(settings, **ccache_settings(run.cache, run.launcher))
+    # configure's own check compiles (the real compiler) go through ccache too: logged apart
+    for what in ("configure-cpu", "configure-ccache", "generators-ccache"):
+        run.logs(blas, what).unlink(missing_ok=True)  # ccache and the launcher append
+    real.env[TIMING_LOG_VARIABLE] = str(run.logs(blas, "configure-cpu"))
+    real.env["CCACHE_STATSLOG"] = str(run.logs(blas, "configure-ccache"))
+    started = time.monotonic()
+    shown = " ".join(f"{name}={value}" for name, value in settings.items())
+    say(f"{blas}: configure (setup.py build --cmake-only, {shown})")
+    run_logged([str(run.python), "setup.py", "build", "--cmake-only"], tree, real.env, real.log)
+    say(f"{blas}: the driver's settle")
+    settled = ninja_graph.settle(real.build_dir, real.env)
+    seconds = round(time.monotonic() - started, 1)
+    info = blas_info(real.build_dir)
+    if f'"{BLAS_INFO[blas]}"' not in info:
+        raise Failed(f"BLAS={blas} configured {info.strip()!r}: see {real.log}")
+    objects = graph_objects(real.build_dir, real.env)
+    say(f"  {seconds:.0f} s, {settled.reconfigures} reconfigure(s); {len(objects)} objects; {info.strip()}")
+    before = read_log(real.build_dir / ".ninja_log")
+    generators = [
+        name
+        for name in ninja_targets(real.build_dir, real.env)
+        if name.startswith("cmake_object_order_depends_target_")
+    ]
+    say(f"{blas}: the code generators ({len(generators)} targets, the real tools)")
+    real.env["CCACHE_STATSLOG"] = str(run.logs(blas, "generators-ccache"))
+    command = ["ninja", "-C", str(real.build_dir), "-j", run.jobs, *generators]
+    real.standin.run(command, tree, real.env, real.log)
+    outputs = len(ran_between(before, read_log(real.build_dir / ".ninja_log")))
+    return Configured(real, objects, seconds, settled.reconfigures, outputs)
+
+
+def blas_build(run: BlasRun, blas: str, chosen: list[str] | None) -> tuple[BlasBuild, list[str]]:
+    """One BLAS: ``configure_blas``, then the build through ccache (the real preprocessor, the compile
+    faked), timed. Returns the build's figures and, under --sample, the objects it built."""
+    configured = configure_blas(run, blas)
+    real, objects = configured.real, configured.objects
+    if run.sample and chosen is None:
+        chosen = sorted(random.Random(run.seed).sample(sorted(objects), min(run.sample, len(objects))))
+    targets = [obj for obj in chosen if obj in set(objects)] if chosen is not None else []
+    stats, timing = run.logs(blas, "build-ccache"), run.logs(blas, "ccache-cpu")
+    stats.unlink(missing_ok=True)
+    timing.unlink(missing_ok=True)
+    real.env["CCACHE_STATSLOG"], real.env[TIMING_LOG_VARIABLE] = str(stats), str(timing)
+    total = len(targets) if chosen is not None else len(objects)
+    say(f"{blas}: build, {total} objects through ccache (the real preprocessor, the stand-in's compile)")
+    command = ["ninja", "-C", str(real.build_dir), "-j", run.jobs, *targets]
+    if chosen is None:
+        command = ["cmake", "--build", str(real.build_dir), "-j", run.jobs]
+    before_log = read_log(real.build_dir / ".ninja_log")
+    done = threading.Event()
+    threading.Thread(target=report_progress, args=(timing, total, done), daemon=True).start()
+    cpu_before, started = os.times(), time.monotonic()
+    try:
+        real.standin.run(command, real.tree, real.env, real.log)
+    finally:
+        done.set()
+    wall, cpu_after = time.monotonic() - started, os.times()
+    cpu = (cpu_after.children_user - cpu_before.children_user) + (
+        cpu_after.children_system - cpu_before.children_system
+    )
+    work = PassWork.from_entries(ran_between(before_log, read_log(real.build_dir / ".ninja_log")))
+    sources = compiler_cache.compile_sources(real.build_dir, real.env)
+    served = compiler_cache.served_from_cache(work.objects, compiler_cache.read_stats_log(stats), sources)
+    build = BlasBuild(
+        blas=blas,
+        objects_in_graph=objects,
+        objects_ran=work.objects,
+        served=served,
+        linked=work.linked,
+        generator_outputs=configured.generator_outputs,
+        config_h_mkl_enabled=config_h_mkl(real.tree),
+        configure_seconds=configured.seconds,
+        settle_reconfigures=configured.reconfigures,
+        build_wall_seconds=round(wall, 1),
+        build_cpu_seconds=round(cpu, 1),
+        cpu_seconds=read_timing_log(timing.read_text().splitlines()),
+        outcomes=ccache_outcomes(stats.read_text().splitlines() if stats.exists() else []),
+    )
+    say(
+        f"  {wall:.0f} s, {cpu:.0f} s of CPU: {len(work.objects)} objects, {len(build.compiled)} compiled "
+        f"(ccache misses), {len(served)} from the cache; {len(work.linked)} linked"
+    )
+    return build, targets
+
+
+def ninja_targets(build_dir: Path, env: dict[str, str]) -> list[str]:
     text = subprocess.run(
         ["ninja", "-C", str(build_dir), "-t", "targets", "all"],
         env=env,
@@ -457,7 +791,219 @@ def graph_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
         text=True,
         check=True,
     ).stdout
-    return [line.split(":", 1)[0] for line in text.splitlines() if line.split(":", 1)[0].endswith(".o")]
+    return [line.split(":", 1)[0] for line in text.splitlines()]
+
+
+def move_away(work: Path, blas: str) -> Path:
+    """The tree of the BLAS just built goes aside, as conda-build renames ``work`` to ``work_moved_*``
+    before the next top-level build; the next BLAS gets a fresh copy at the same path."""
+    moved = work / f"src_moved_{blas}"
+    shutil.rmtree(moved, ignore_errors=True)
+    (work / "src").rename(moved)
+    return moved
+
+
+def blas_switch(args: argparse.Namespace, report_path: Path) -> int:
+    """``--blas-switch``: the first BLAS, then the second from a fresh tree at the same path, one cache."""
+    blases = ["MKL", args.second_blas]
+    started = time.monotonic()
+    try:
+        extra = BLAS_DEV_PACKAGES.get(blases[1], ())
+        check_prerequisites(extra_tools={"ccache": "ccache"}, extra_packages=extra)
+        args.work.mkdir(parents=True, exist_ok=True)
+        args.debian_cache.mkdir(parents=True, exist_ok=True)
+        python = build_python(args.work, args.pythons[0])
+        source = debian_source(args.debian_cache)
+        mkl = mkl_prefix(args.debian_cache)
+        program = shutil.which(compiler_cache.PROGRAM) or compiler_cache.PROGRAM
+        version = compiler_cache.program_version(program)
+        cache_dir = args.work / "compiler-cache" / f"{compiler_cache.PROGRAM}-{version}-real-graph"
+        shutil.rmtree(cache_dir, ignore_errors=True)  # the first BLAS starts from an empty cache
+        cache = compiler_cache.CompilerCache(program, version, cache_dir)
+        launcher = args.work / "bin" / "timed-ccache"
+        launcher.parent.mkdir(parents=True, exist_ok=True)
+        text = TIMING_LAUNCHER.format(python=sys.executable, variable=TIMING_LOG_VARIABLE)
+        write_text(launcher, text, mode=0o755)
+        run = BlasRun(args.work, source, python, mkl, cache, launcher, args.jobs, args.sample, args.seed)
+        first, chosen = blas_build(run, blases[0], None)
+        move_away(args.work, blases[0])
+        second, _ = blas_build(run, blases[1], chosen if args.sample else None)
+    except (Failed, MegabuildError, subprocess.CalledProcessError) as exc:
+        return failed(exc)
+    payload = {
+        "source": f"Debian {SOURCE_DIR_NAME} ({APT_SOURCE_LINE})",
+        "mkl": f"PyPI {', '.join(MKL_WHEELS)} {MKL_VERSION}",
+        "ccache": f"{cache.program} {cache.version}",
+        "jobs": int(args.jobs),
+        "sample": {"objects": args.sample, "seed": args.seed} if args.sample else None,
+        "builds": [build_figures(first), build_figures(second)],
+        "switch": switch_figures(first, second),
+        "seconds": round(time.monotonic() - started, 1),
+        "cpu_seconds": {b.blas: b.cpu_seconds for b in (first, second)},
+    }
+    if not args.sample:  # a sample has no links and too few hits to model a job on
+        payload["model"] = models(payload, args)
+    write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    print(blas_table(payload))
+    return 0
+
+
+def preprocess_command(command: str, launcher: str, output: Path) -> list[str]:
+    """A compile command of the graph as the real preprocessor's: without the launcher and the dependency
+    file, -E -P for -c, the output to ``output``."""
+    words = shlex.split(command)
+    if words and words[0] == launcher:
+        words = words[1:]
+    out: list[str] = []
+    skip = 0
+    for word in words:
+        if skip:
+            skip -= 1
+        elif word in ("-MT", "-MF", "-MQ"):
+            skip = 1
+        elif word == "-MD":
+            continue
+        elif word == "-o":
+            out += ["-o", str(output)]
+            skip = 1
+        elif word == "-c":
+            out += ["-E", "-P"]
+        else:
+            out.append(word)
+    return out
+
+
+def preprocess_all(tree: Path, objects: list[str], launcher: str, into: Path) -> None:
+    """``objects`` preprocessed by the real compiler in ``tree`` (its build's compile commands)."""
+    build = tree / "build"
+    entries = json.loads(
+        subprocess.run(
+            ["ninja", "-C", str(build), "-t", "compdb"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    commands = {os.path.relpath(os.path.join(e["directory"], e["output"]), build): e for e in entries}
+    into.mkdir(parents=True, exist_ok=True)
+    for number, obj in enumerate(objects, start=1):
+        entry = commands[obj]
+        output = into / (obj.replace("/", "_") + ".i")
+        subprocess.run(
+            preprocess_command(entry["command"], launcher, output), cwd=entry["directory"], check=True
+        )
+        if number % 10 == 0:
+            say(f"  {number} of {len(objects)}")
+
+
+def put_trees_back(moved: Path, current: Path, aside: Path) -> None:
+    """Undo the swap of an --explain-misses that was killed during it: the second BLAS's tree back at
+    ``current``, the first's at ``moved``. Each step is one rename, so a kill between two steps leaves a
+    state the next call also recognises."""
+    if aside.exists() and not current.exists():  # killed between the two renames of a swap
+        aside.rename(current)
+    if aside.exists() and not moved.exists():  # killed with the first tree at the path
+        current.rename(moved)
+        aside.rename(current)
+
+
+def explain_misses(args: argparse.Namespace, report_path: Path) -> int:
+    """``--explain-misses``: after a --blas-switch run in the same --work, each object the second BLAS
+    compiled that both graphs have, preprocessed (-E -P) by the real compiler under both BLAS at the same
+    path (the first tree moved back for its turn, then moved aside again), and why the two differ
+    (real_graph_blas.classify_difference). Adds ``explained`` to the report."""
+    work = args.work
+    try:
+        payload = json.loads(report_path.read_text()) if report_path.is_file() else None
+        if not payload or "switch" not in payload:
+            raise Failed(f"--explain-misses: no --blas-switch report {report_path}; run --blas-switch first")
+        first, second = (b["blas"] for b in payload["builds"])
+        moved, current = work / f"src_moved_{first}", work / "src"
+        aside = work / f"src_{second}"
+        put_trees_back(moved, current, aside)
+        if not (moved / "build" / "build.ninja").exists() or not (current / "build" / "build.ninja").exists():
+            raise Failed(f"--explain-misses: {moved} or {current} has no build: run --blas-switch again")
+        objects = payload["switch"]["second_compiled_in_both_graphs"]
+        launcher = str(work / "bin" / "timed-ccache")
+        texts = work / "explained"
+        shutil.rmtree(texts, ignore_errors=True)
+        say(f"{second}: preprocessing the {len(objects)} objects it compiled")
+        preprocess_all(current, objects, launcher, texts / second)
+        current.rename(aside)
+        moved.rename(current)
+        try:
+            say(f"{first}: preprocessing the same objects (its tree back at {current})")
+            preprocess_all(current, objects, launcher, texts / first)
+        finally:
+            current.rename(moved)
+            aside.rename(current)
+    except (Failed, OSError, ValueError, KeyError, subprocess.CalledProcessError) as exc:
+        return failed(exc)
+    explained = {}
+    for obj in objects:
+        name = obj.replace("/", "_") + ".i"
+        with (texts / first / name).open() as a, (texts / second / name).open() as b:
+            why, lines = classify_difference(a, b)
+        explained[obj] = {"why": why, "lines": lines}
+    payload["explained"] = explained
+    write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    for obj, found in explained.items():
+        print(f"{found['why']:<12} {obj}  {' | '.join(found['lines'][:2])}")
+    return 0
+
+
+def models(payload: dict, args: argparse.Namespace) -> list[dict]:
+    """The model once per --test-seconds value, from the report's figures."""
+    first, second = payload["builds"]
+    compiled = python_objects_compiled(payload["switch"], PYTHON_LINKED_2_6)
+    return [
+        model(
+            first, second, compiled, Assumptions(args.cores, link_seconds=args.link_seconds, test_seconds=t)
+        )
+        for t in args.test_seconds
+    ]
+
+
+def remodel(args: argparse.Namespace, report_path: Path) -> int:
+    """``--remodel``: the model of an earlier --blas-switch report again, with this command's assumptions."""
+    try:
+        payload = json.loads(report_path.read_text())
+        if "builds" not in payload or payload.get("sample"):
+            raise Failed(f"{report_path} is no whole-graph --blas-switch report: run --blas-switch first")
+    except (OSError, ValueError) as exc:
+        return failed(Failed(f"--remodel: cannot read {report_path} ({exc}): run --blas-switch first"))
+    except Failed as exc:
+        return failed(exc)
+    payload["model"] = models(payload, args)
+    write_text(report_path, json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    print(blas_table(payload))
+    return 0
+
+
+def blas_table(payload: dict) -> str:
+    header = "blas      graph  ran  compiled  from cache  linked  cpu-s/miss  cpu-s/hit  configure-s  build-s"
+    lines = [header]
+    for b in payload["builds"]:
+        lines.append(
+            f"{b['blas']:<9} {b['objects_in_graph']:>5} {b['objects_ran']:>4} {b['objects_compiled']:>9} "
+            f"{b['objects_from_cache']:>11} {b['linked']:>7} {b['cpu_seconds_per_miss']!s:>11} "
+            f"{b['cpu_seconds_per_hit']!s:>10} {b['configure_seconds']:>12} {b['build_wall_seconds']:>8}"
+        )
+    switch = payload["switch"]
+    lines.append(f"second BLAS compiled: {', '.join(switch['second_compiled']) or 'nothing'}")
+    for modelled in payload.get("model", []):
+        tests = modelled["assumptions"]["test_seconds"]
+        walls = modelled["wall_seconds"]
+        lines.append(
+            f"model, tests {tests:.0f} s per BLAS: merged job {walls['merged_job']} s, separate jobs "
+            f"{walls['separate_jobs']} s (wall); runner time {modelled['runner_seconds']}"
+        )
+    return "\n".join(lines)
+
+
+# ---- the report -------------------------------------------------------------------------------------
+
+
+def graph_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
+    """Every object file of the graph."""
+    return [target for target in ninja_targets(build_dir, env) if target.endswith(".o")]
 
 
 def python_linked_objects(build_dir: Path, env: dict[str, str]) -> list[str]:
@@ -502,6 +1048,44 @@ def table(results: list[PassResult]) -> str:
     return "\n".join(lines)
 
 
+def add_blas_arguments(parser: argparse.ArgumentParser) -> None:
+    blas = parser.add_argument_group("--blas-switch (docs/records/2026-12-07-real-graph-blas.md)")
+    blas.add_argument(
+        "--blas-switch",
+        action="store_true",
+        help="instead of the Python passes: BLAS=MKL (PyPI's wheels), then the second BLAS from a fresh copy "
+        "of the source at the same path, both built through one ccache with the real preprocessor and the "
+        "compile faked; reports the second BLAS's misses, hits, links and CPU per hit, and the model "
+        "(report <work>/megabuild-real-graph-blas.json)",
+    )
+    blas.add_argument(
+        "--second-blas", choices=("OpenBLAS", "Generic"), default="OpenBLAS", help="default OpenBLAS"
+    )
+    blas.add_argument(
+        "--sample", type=int, default=0, metavar="N",
+        help="build only N objects drawn with --seed from the first BLAS's graph (and no links); 0: all",
+    )  # fmt: skip
+    blas.add_argument("--seed", type=int, default=42, help="the sample's seed (default 42)")
+    blas.add_argument("--cores", type=int, default=16, help="the model's runner cores (default 16)")
+    blas.add_argument(
+        "--link-seconds", type=float, default=0.0,
+        help="the model's wall seconds of one BLAS's links (not measured: the stand-in links nothing)",
+    )  # fmt: skip
+    blas.add_argument(
+        "--test-seconds", type=float, nargs="+", default=[0.0], metavar="SECONDS",
+        help="the model's wall seconds of one BLAS's package tests, one model each (not measured here)",
+    )  # fmt: skip
+    blas.add_argument(
+        "--explain-misses", action="store_true",
+        help="after --blas-switch in the same --work: why each object the second BLAS compiled differs "
+        "(both BLAS's preprocessed input, the real compiler; adds 'explained' to the report)",
+    )  # fmt: skip
+    blas.add_argument(
+        "--remodel", action="store_true",
+        help="model an earlier --blas-switch report again with these assumptions (rewrites its model)",
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -536,7 +1120,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="finish the pass-1 build an interrupted run left in <work>/src (skips copy, configure, settle)",
     )
+    add_blas_arguments(parser)
     args = parser.parse_args(argv)
+    blas_report = args.json or args.work / "megabuild-real-graph-blas.json"
+    if args.remodel:
+        return remodel(args, blas_report)
+    if args.explain_misses:
+        return explain_misses(args, blas_report)
+    if args.blas_switch:
+        return blas_switch(args, blas_report)
     report_path = args.json or args.work / "megabuild-real-graph.json"
     started = time.monotonic()
     if args.real_compile:

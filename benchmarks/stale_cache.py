@@ -1,7 +1,7 @@
 """A rehearsal on a stale and poisoned per-user cache gives what it gives on an empty one (issue 43). Run by
 hand, not by CI (three rehearsals of one configuration, minutes; PyPI for the venv templates):
 
-    python benchmarks/stale_cache.py --work /tmp/stale-cache 'linux_64_blas_implgeneric*version12.9*'
+    python benchmarks/stale_cache.py --work /tmp/stale-cache 'linux_64_*version12.9*'
 
 1. A cache as a maintainer's machine has it: the rehearsal run once on it (``warm``), then spoiled the ways a
    machine spoils it: what an older commit left (a ``libmagma`` holding only an empty library, an old-format

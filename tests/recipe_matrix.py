@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from feedstock_tools.common import config_selector
+from feedstock_tools.common.configuration import Configuration as CiConfiguration
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.conda.variants import parse_variant_text
 
@@ -88,7 +90,8 @@ class Configuration:
 
 @dataclass(frozen=True)
 class CiJob(Configuration):
-    """A configuration as the CI layer generated it: one .ci_support/*.yaml file."""
+    """A configuration as the CI layer generated it: one BLAS of a .ci_support/*.yaml file (a linux-64 or
+    osx-64 job builds both)."""
 
     config_file: Path | None = None
 
@@ -96,24 +99,39 @@ class CiJob(Configuration):
     def id(self) -> str:
         return f"ci-{super().id}"
 
+    def ci_configuration(self) -> CiConfiguration:
+        """The job's file cut to this BLAS: what conda-build builds of it from one top-level build."""
+        assert self.config_file is not None
+        config = read_configuration(self.config_file)
+        return config.for_blas(self.blas_impl) if self.blas_impl else config
+
+
+def ci_config(platform: str, cuda: str = "cpu") -> CiConfiguration:
+    """The one committed ``.ci_support`` configuration of a target platform and CUDA version (``cpu``, or a
+    version), chosen by its fields as ``--platform``/``--cuda`` choose, never by its file name."""
+    only = config_selector.ConfigFilter(platform, cuda)
+    return config_selector.resolve_by_fields(CI_SUPPORT, [only], "a test's platform and CUDA version")
+
 
 def ci_support_jobs() -> list[CiJob]:
-    """The generated CI configurations (none until the CI layer has rendered them)."""
+    """The generated CI configurations, one per BLAS of each file (none until the CI layer has rendered
+    them)."""
     jobs = []
     for path in sorted(CI_SUPPORT.glob("*.yaml")):
         config = read_configuration(path)
         # the key is in every linux-aarch64 file (conda-smithy keeps a key any configuration of the platform
         # uses); only CUDA builds differ by it
         arm_variant = config.arm_variant if config.cuda is not None else None
-        jobs.append(
+        jobs += [
             CiJob(
                 subdir=config.target_platform,
-                blas_impl=config.blas or "",
+                blas_impl=blas,
                 cuda=config.cuda or "None",
                 arm_variant=arm_variant,
                 config_file=path,
             )
-        )
+            for blas in config.blases or ("",)
+        ]
     return jobs
 
 

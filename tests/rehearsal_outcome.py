@@ -51,8 +51,7 @@ def assert_rehearsal_succeeded(rehearsal: Rehearsal) -> Outcome:
 def two_pythons(config: Path, recipe_dir: Path = DEFAULT_RECIPE_DIR) -> frozenset[str]:
     """For ``Rehearsal(pythons=...)``: pass 1's Python (else the oldest) among the pytorch outputs this
     machine can build, and the newest of them. With the default order the newest builds first and pass 1's
-    Python returns after it, so every kind of pass runs; the linux-64 rehearsals of test_rehearsal.py keep
-    every Python, these save two pytorch passes where a platform is the point."""
+    Python returns after it, so every kind of pass runs in fewer pytorch passes than every Python takes."""
     configuration = read_configuration(config)
     offered = sorted(
         {

@@ -52,13 +52,13 @@ WHEELS = (
 
 
 def ci_config(subdir: str, cuda: str) -> Configuration:
-    """The .ci_support file of a target, generic BLAS where the target has it (win-64 builds MKL only):
+    """The .ci_support file of a target, cut to generic BLAS where it builds that (win-64 builds MKL only):
     what find_config picks for that wheel, found here by reading the files directly."""
     configs = [read_configuration(path) for path in sorted(CI_SUPPORT.glob("*.yaml"))]
     candidates = [c for c in configs if c.target_platform == subdir and (c.cuda or "None") == cuda]
-    generic = [config for config in candidates if config.blas == "generic"]
+    generic = [config for config in candidates if "generic" in config.blases]
     (config,) = generic or candidates
-    return config
+    return config.for_blas("generic") if "generic" in config.blases else config
 
 
 def write_skeleton_wheel(files: list[ListedFile], directory: Path, name: str) -> Path:

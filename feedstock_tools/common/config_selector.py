@@ -127,7 +127,9 @@ def resolve_one(selector: str, folder: Path, outside: bool = False) -> Path:
 @dataclass(frozen=True)
 class ConfigFilter:
     """``--platform``, ``--cuda``, ``--blas``: None keeps all. ``cuda`` takes a version, ``none``/``cpu``
-    (the CPU builds) or ``any`` (every CUDA build); ``platform`` takes ``linux-64`` or ``linux_64``."""
+    (the CPU builds) or ``any`` (every CUDA build); ``platform`` takes ``linux-64`` or ``linux_64``;
+    ``blas`` keeps the configurations that build that BLAS, among others (one job builds both where a
+    platform has both)."""
 
     platform: str | None = None
     cuda: str | None = None
@@ -139,7 +141,7 @@ class ConfigFilter:
     def keeps(self, config: Configuration) -> bool:
         if self.platform is not None and config.target_platform != self.platform.replace("_", "-"):
             return False
-        if self.blas is not None and config.blas != self.blas:
+        if self.blas is not None and self.blas not in config.blases:
             return False
         if self.cuda is None:
             return True
@@ -156,7 +158,7 @@ class ConfigFilter:
         platform = self.platform and self.platform.replace("_", "-")
         checks = (
             ("--platform", platform, [c.target_platform for c in configs]),
-            ("--blas", self.blas, [c.blas for c in configs]),
+            ("--blas", self.blas, [blas for c in configs for blas in c.blases]),
             (
                 "--cuda",
                 self.cuda,

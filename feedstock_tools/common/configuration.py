@@ -9,8 +9,9 @@ tests/common/test_ci_support_files.py), because ``build-locally.py`` and ``.scri
 
 :class:`Configuration` is the file's mapping (key -> list of texts, as conda-build sees it; the renderers
 take it as it is) with typed fields for what the tools ask of it: the target platform, the arm variant,
-BLAS, CUDA (``None`` for a CPU build) and the Pythons, each a :class:`PythonVersion` with its build string
-(``3.13.* *_cp313``: the ABI tag). :func:`cuda_version` is the one reading of ``cuda_compiler_version``
+the BLAS (a job may build several: :meth:`Configuration.for_blas` cuts it to one), CUDA (``None`` for a
+CPU build) and the Pythons, each a :class:`PythonVersion` with its build string (``3.13.* *_cp313``: the
+ABI tag). :func:`cuda_version` is the one reading of ``cuda_compiler_version``
 from any variant; :meth:`PythonVersion.parse` is the one reading of a Python spec. The build driver, which
 sees a variant only as conda-build's environment variables, has its own (``megabuild.conda_env``).
 """
@@ -28,6 +29,7 @@ from feedstock_tools.common.errors import InputError
 from feedstock_tools.common.inputs import read_text
 
 CUDA_KEY = "cuda_compiler_version"
+BLAS_KEY = "blas_impl"
 # conda-smithy's cuda_compiler_version of a build without CUDA (conda-forge's pinning spells it "None")
 NO_CUDA = "None"
 RERENDER = "re-render it with 'python -m feedstock_tools render-ci'"
@@ -142,8 +144,21 @@ class Configuration(Mapping[str, Any]):
         return self.first("arm_variant_type")
 
     @property
-    def blas(self) -> str | None:
-        return self.first("blas_impl")
+    def blases(self) -> tuple[str, ...]:
+        """Every BLAS the job builds (``blas_impl``): linux-64 and osx-64 build ``generic`` and ``mkl`` in one
+        job, each from its own pass 1 (docs/reference/recipe.md, "What splits CI jobs"); () where the recipe
+        uses no BLAS key."""
+        return self.values_of(BLAS_KEY)
+
+    def for_blas(self, blas: str) -> Configuration:
+        """The same file with ``blas_impl`` cut to ``blas``: the variants of one BLAS (one top-level build
+        and its outputs), for a tool that looks at one BLAS at a time."""
+        if blas not in self.blases:
+            raise InputError(
+                f"{self.path}: builds BLAS {', '.join(self.blases) or '(none)'}, not {blas!r}; choose one of "
+                "those"
+            )
+        return Configuration(self.path, {**self.data, BLAS_KEY: [blas]})
 
     @property
     def cuda(self) -> str | None:

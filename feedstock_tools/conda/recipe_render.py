@@ -9,7 +9,7 @@ never runs), Jinja (with conda-build's Jinja context), selectors again
 API::
 
     from feedstock_tools.conda.recipe_render import render_recipe
-    rendered = render_recipe(Path("recipe"), Path(".ci_support/linux_64_blas_implgeneric....yaml"))
+    rendered = render_recipe(Path("recipe"), Path(".ci_support/linux_64_....yaml"))
     for output in rendered.outputs:          # conda-build's build order
         output.name, output.version, output.build_string, output.build_number
         output.requirements.host, output.requirements.run_constrained, output.run_exports
@@ -40,6 +40,9 @@ How close it is to conda-build (conda_build/metadata.py, variants.py, utils.py, 
 * Output order: conda's ``_toposort`` over output names (dependencies among outputs in build/host/run,
   alphabetical within a level); outputs of the same name in variant-loop order. Outputs are deduplicated on
   (name, used variant values), as ``get_output_metadata_set`` does.
+* Top-level builds: one per distinct value of the keys the top level uses and the configuration loops over
+  (``RenderedRecipe.top_levels``; a job that builds both BLAS has two), each output tied to the first it
+  was rendered with (``top_level_of``), as conda-build runs a top-level build and its outputs per variant.
 * Selectors: unknown names are an error here (conda-build treats them as False), so typos surface.
 * ``PKG_BUILDNUM``/``PKG_NAME``/``PKG_VERSION`` inside an output are the *top level's*: conda-build's
   final render of an output re-renders the outputs section in the parent's context
@@ -57,7 +60,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +271,8 @@ class RenderedOutput:
     variant: Mapping[str, Any]  # the used variant keys and their values
     build: Mapping[str, Any]  # the whole rendered build section, with the final build string
     hash_contents: Mapping[str, Any]
+    # TopLevel.variant of the top-level build whose work directory this output is built from
+    top_level_variant: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def dist(self) -> str:
@@ -285,18 +290,41 @@ class TopLevel:
     source: Mapping[str, Any]
     used_variables: frozenset[str]
     script: str | None  # build/script, else recipe/build.sh when it exists (what conda-build runs first)
+    # the used keys of more than one value in the configuration, with this build's values: conda-build
+    # runs one top-level build per distinct set (one per BLAS where a job builds both), {} for one build
+    variant: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class RenderedRecipe:
     subdir: str
-    top_level: TopLevel | None  # None when the top-level build is skipped for this configuration
+    # one per distinct top-level variant, in variant-loop order; () when the configuration skips the recipe
+    top_levels: tuple[TopLevel, ...]
     outputs: tuple[RenderedOutput, ...]
     about: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def top_level(self) -> TopLevel | None:
+        """The first top-level build (the only one unless the configuration loops over a key it uses);
+        None when the top-level build is skipped for this configuration."""
+        return self.top_levels[0] if self.top_levels else None
+
     def by_name(self, name: str) -> list[RenderedOutput]:
         return [output for output in self.outputs if output.name == name]
+
+    def top_level_of(self, output: RenderedOutput) -> TopLevel:
+        """The top-level build ``output`` is built from (its pass 1)."""
+        return next(top for top in self.top_levels if top.variant == output.top_level_variant)
+
+    def outputs_of(self, top: TopLevel) -> list[RenderedOutput]:
+        """The outputs built from the top-level build ``top``, in build order."""
+        return [output for output in self.outputs if output.top_level_variant == top.variant]
+
+    def only(self, top: TopLevel) -> RenderedRecipe:
+        """The part built from the top-level build ``top``: what the configuration cut to its values (one
+        BLAS of a job that builds both) renders."""
+        return replace(self, top_levels=(top,), outputs=tuple(self.outputs_of(top)))
 
 
 def _select(text: str, namespace: Mapping[str, Any], source: Path) -> str:
@@ -725,31 +753,39 @@ def render_recipe(
     renderer = _RecipeRenderer(recipe_dir, target, environ or {}, build_subdir)
     render_first_pass(recipe_dir, target, environ)
     collected: dict[tuple[str, str], RenderedOutput] = {}
-    top_level: TopLevel | None = None
+    top_levels: dict[str, TopLevel] = {}
     about: Mapping[str, Any] = {}
     extra: Mapping[str, Any] = {}
-    for variant in expand_variants(renderer.reduce(variant_config)):
+    reduced = renderer.reduce(variant_config)
+    looped = {key for key, value in reduced.items() if isinstance(value, list) and len(value) > 1}
+    for variant in expand_variants(reduced):
         variant.setdefault("target_platform", target)
         scope = renderer.scope(variant)
         top = renderer.top_level(scope)
         if (top.get("build") or {}).get("skip"):
             continue
         about, extra = top.get("about") or {}, top.get("extra") or {}
-        if top_level is None:
+        used = renderer.top_level_used(scope, top)
+        # conda-build runs the top-level build once per distinct value of the used keys it loops over
+        top_variant = {key: variant[key] for key in sorted(used & looped) if key in variant}
+        top_key = json.dumps(top_variant, sort_keys=True, default=str)
+        if top_key not in top_levels:
             package = top.get("package") or {}
-            top_level = TopLevel(
+            top_levels[top_key] = TopLevel(
                 name=str(package.get("name")),
                 version=str(package.get("version")),
                 requirements=_requirements(top.get("requirements") or {}, variant),
                 build=top.get("build") or {},
                 source=top.get("source") or {},
-                used_variables=frozenset(renderer.top_level_used(scope, top)),
+                used_variables=frozenset(used),
                 script=_top_level_script(recipe_dir, top.get("build") or {}),
+                variant=top_variant,
             )
         for output in renderer.outputs(scope, top):
             key = (output.name, json.dumps(output.variant, sort_keys=True, default=str))
-            collected.setdefault(key, output)
-    return RenderedRecipe(target, top_level, _toposort(list(collected.values())), about, extra)
+            collected.setdefault(key, replace(output, top_level_variant=top_variant))
+    outputs = _toposort(list(collected.values()))
+    return RenderedRecipe(target, tuple(top_levels.values()), outputs, about, extra)
 
 
 def render_variant_data(

@@ -18,7 +18,8 @@ The structure is conda-build's mapped to rattler-build's, one table: the top-lev
 recipe/'s build.sh; ``script_env`` is ``script.env`` (a name: the caller's value; ``NAME=value``: that
 value); ``force_use_keys`` is ``variant.use_keys``; ``test`` is a ``python`` test (imports) and a script
 test whose files come from recipe/ as path sources (rattler-build copies a test's ``files.recipe`` from its
-own directory only); and the renamed keys of ``_BUILD_KEYS``.
+own directory only); and the renamed keys of ``_BUILD_KEYS``; an output's ``force_ignore_keys`` is left out
+(``_BUILD_KEYS_DROPPED`` says why).
 Anything else in meta.yaml stops the conversion with the line and what to do, rather than be guessed.
 """
 
@@ -61,6 +62,14 @@ _BUILD_KEYS = {
     "entry_points": ("build", "python", "entry_points"),
     "run_exports": ("requirements", "run_exports"),
     "ignore_run_exports_from": ("requirements", "ignore_run_exports", "from_package"),
+}
+# build: keys of a v0 output that v1 leaves out, and why
+_BUILD_KEYS_DROPPED = {
+    # conda-smithy reads it from meta.yaml alone (which keys split CI jobs: docs/reference/recipe.md); v1's
+    # build.variant.ignore_keys would instead undefine the key in that output, and rattler-build 0.73.0 then
+    # fails the metapackage's build string "${{ blas_impl }}" ("Failed to render build string template:
+    # undefined value", measured)
+    "force_ignore_keys": "conda-smithy's job split only",
 }
 _REQUIREMENT_KEYS = {"build": "build", "host": "host", "run": "run", "run_constrained": "run_constraints"}
 _ABOUT_KEYS = {
@@ -391,7 +400,9 @@ class Converter:
         name = self.required(found, "name", "an output").value.text
         build_entry = self.one(found, "build")
         build = (
-            self.fields(build_entry.value, f"output {name}: build", tuple(_BUILD_KEYS)) if build_entry else {}
+            self.fields(build_entry.value, f"output {name}: build", (*_BUILD_KEYS, *_BUILD_KEYS_DROPPED))
+            if build_entry
+            else {}
         )
         scripts = found.get("script", [])
         pairs: list[tuple[str, Node | None]] = [("package", _map([("name", _scalar(name))]))]

@@ -55,6 +55,7 @@ class Family:
     config: str  # a glob of .ci_support/ naming exactly one configuration
     cpu_count: int  # the runner's CPUs (conda-build's CPU_COUNT there)
     memory_gib: int  # the runner's memory, for the driver's CUDA job rule
+    blas: str | None = None  # the BLAS of that job the family stands for, where the job builds several
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,13 @@ def load_table(path: Path = TABLE_FILE) -> Table:
     try:
         data = safe_load(path.read_text(encoding="utf-8"))
         families = {
-            name: Family(name, str(f["config"]), int(f["cpu_count"]), int(f["memory_gib"]))
+            name: Family(
+                name,
+                str(f["config"]),
+                int(f["cpu_count"]),
+                int(f["memory_gib"]),
+                f.get("blas") and str(f["blas"]),
+            )
             for name, f in data["families"].items()
         }
         groups = {name: tuple(members) for name, members in data["groups"].items()}
@@ -223,6 +230,8 @@ def actual(
 
     path = config_path(family, ci_support)
     config = (feedstock or Feedstock(root)).configuration(path)
+    if family.blas is not None:
+        config = config.for_blas(family.blas)
     target = config.target_platform
     rendered = _render(root / "recipe", config, _build_platform(target, root))
     # the recipe's own values for pass 1's script (its GPU architectures), as conda-build passes them
@@ -252,13 +261,13 @@ class DriverRefusal(ToolError):
     cannot be computed until that is fixed; the message names the family and the driver's reason."""
 
 
-_RENDERS: dict[tuple[Path, Path, str], Any] = {}
+_RENDERS: dict[tuple[Path, Path, tuple[str, ...], str], Any] = {}
 
 
 def _render(recipe_dir: Path, config: Configuration, build_subdir: str) -> Any:
     """The rendered recipe of one configuration, by its file (rendered once per process: the driver's part
     is cheap)."""
-    key = (recipe_dir, config.path, build_subdir)
+    key = (recipe_dir, config.path, config.blases, build_subdir)
     if key not in _RENDERS:
         _RENDERS[key] = render_recipe(recipe_dir, config, build_subdir=build_subdir)
     return _RENDERS[key]
@@ -533,14 +542,15 @@ def render_markdown(table: Table, root: Path = REPO_ROOT, found: Mapping[str, Ac
         "is conda-forge/pytorch-cpu-feedstock at 74dd3d46 (`recipe/build.sh`, `recipe/bld.bat`, "
         "`recipe/meta.yaml`); its sources are given as file:line or commit.",
         "",
-        "Families (each a `.ci_support` configuration; the runner's CPUs and memory feed the driver's job "
-        "rule):",
+        "Families (each a `.ci_support` configuration, one BLAS of it where the job builds both; the "
+        "runner's CPUs and memory feed the driver's job rule):",
         "",
-        "| family | configuration | CPUs | memory (GiB) |",
-        "|---|---|---:|---:|",
+        "| family | configuration | BLAS | CPUs | memory (GiB) |",
+        "|---|---|---|---:|---:|",
     ]
     lines += [
-        f"| {f.name} | `{f.config}` | {f.cpu_count} | {f.memory_gib} |" for f in table.families.values()
+        f"| {f.name} | `{f.config}` | {f.blas or 'its one'} | {f.cpu_count} | {f.memory_gib} |"
+        for f in table.families.values()
     ]
     lines += [
         "",

@@ -43,6 +43,7 @@ import yaml
 from feedstock_tools.ci import ci_support
 from feedstock_tools.common import tree_journal
 from feedstock_tools.common.configuration import (
+    BLAS_KEY,
     Configuration,
     PythonVersion,
     parse_configuration,
@@ -55,7 +56,7 @@ from feedstock_tools.conda import cuda_arch, recipe_v1
 from feedstock_tools.conda.pinning import add_pinning_argument, locate_pinning
 from feedstock_tools.conda.python_floor import skip_line
 from feedstock_tools.conda.recipe_files import check_recipe
-from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, render_recipe
+from feedstock_tools.conda.recipe_render import RenderedOutput, RenderedRecipe, TopLevel, render_recipe
 from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.maintainer import anchor_parity, patch_entries, patch_list, render_v1
 from feedstock_tools.maintainer.patch_check import PatchReport, check_patch_series
@@ -179,14 +180,12 @@ def check_tests(config: str, rendered: RenderedRecipe) -> list[Finding]:
 
 
 def check_host(config: str, rendered: RenderedRecipe) -> list[Finding]:
-    top = rendered.top_level
-    if top is None:
-        return []
-    top_host = _specs(top.requirements.host)
     findings = []
     for output in rendered.outputs:
         if output.script is None:
             continue
+        # each output against its own pass 1 (one per BLAS where the job builds both)
+        top_host = _specs(rendered.top_level_of(output).requirements.host)
         rule = HOST_RULES.get(output.name, SUBSET_RULE)
         host = _specs(output.requirements.host)
         where = f"{config}: {output.dist}"
@@ -214,10 +213,12 @@ def check_host(config: str, rendered: RenderedRecipe) -> list[Finding]:
     return findings
 
 
-def _flags(config: Configuration) -> tuple[str, str]:
-    """(flavour, blas) of a configuration: ``cuda129``/``cpu`` and ``mkl``/``generic``."""
+def _flags(config: Configuration, top: TopLevel) -> tuple[str, str]:
+    """(flavour, blas) of a top-level build of a configuration: ``cuda129``/``cpu`` and ``mkl``/``generic``
+    (its own BLAS where the job builds several, else the configuration's one)."""
     flavour = "cpu" if config.cuda is None else "cuda" + config.cuda.replace(".", "")
-    return flavour, config.blas or "generic"
+    blas = top.variant.get(BLAS_KEY) or next(iter(config.blases), "generic")
+    return flavour, str(blas)
 
 
 def flavour_offset(flavour: str, blas: str) -> int:
@@ -242,19 +243,19 @@ def expected_string_pattern(flavour: str, blas: str, output: RenderedOutput) -> 
     return rf"{re.escape(flavour)}_{re.escape(blas)}{re.escape(middle)}_h[0-9a-f]{{7}}_{output.build_number}"
 
 
-def top_level_base(config: Configuration, rendered: RenderedRecipe) -> int | None:
-    """The recipe's build number with this configuration's CUDA/MKL offsets taken off again."""
-    if rendered.top_level is None:
-        return None
-    flavour, blas = _flags(config)
-    number = int(rendered.top_level.build.get("number", 0))
-    return number - flavour_offset(flavour, blas)
+def top_level_base(config: Configuration, top: TopLevel) -> int:
+    """The recipe's build number with the CUDA/MKL offsets of this top-level build taken off again."""
+    flavour, blas = _flags(config, top)
+    return int(top.build.get("number", 0)) - flavour_offset(flavour, blas)
 
 
-def check_build_ids(config: Configuration, rendered: RenderedRecipe, base: int) -> list[Finding]:
-    flavour, blas = _flags(config)
+def check_build_ids(
+    config: Configuration, rendered: RenderedRecipe, top: TopLevel, base: int
+) -> list[Finding]:
+    """The numbers and strings of the outputs built from the top-level build ``top``."""
+    flavour, blas = _flags(config, top)
     findings = []
-    for output in rendered.outputs:
+    for output in rendered.outputs_of(top):
         where = f"{config.name}: {output.dist}"
         wanted = expected_number(base, flavour, blas, output)
         if output.build_number != wanted:
@@ -383,10 +384,10 @@ def check_configurations(
         floor = python_floor_problem(config, rendered)
         if floor:
             floors.setdefault(floor, []).append(name)
-        base = top_level_base(config, rendered)
-        if base is not None:
+        for top in rendered.top_levels:
+            base = top_level_base(config, top)
             bases.setdefault(base, []).append(name)
-            findings += check_build_ids(config, rendered, base)
+            findings += check_build_ids(config, rendered, top, base)
     if len(bases) > 1:
         detail = "; ".join(
             f"{base} in {len(names)} config(s), e.g. {names[0]}" for base, names in sorted(bases.items())

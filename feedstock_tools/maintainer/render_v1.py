@@ -45,7 +45,7 @@ from typing import Any
 import jinja2
 
 from feedstock_tools.common.config_selector import configuration_files
-from feedstock_tools.common.configuration import Configuration, read_configuration
+from feedstock_tools.common.configuration import BLAS_KEY, Configuration, read_configuration
 from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import rattler_render, recipe_render, recipe_v1
@@ -245,6 +245,37 @@ def compare_config(
     configuration = configuration or read_configuration(ci_support)
     if meta is None:
         meta = recipe_render.render_recipe(recipe_dir, configuration)
+    names: list[str] = []
+    differences: list[Difference] = []
+    # one BLAS at a time where the job builds both: pin_subpackage names a sibling of the same BLAS
+    for part_config, part_meta in _per_top_level(configuration, meta):
+        part_names, part_differences = _compare(recipe_dir, ci_support, v1_dir, part_meta, part_config)
+        names += part_names
+        # a difference of the top level's own text (its source) shows in every BLAS's part: named once
+        differences += [d for d in part_differences if d not in differences]
+    return sorted(names), differences
+
+
+def _per_top_level(
+    configuration: Configuration, meta: recipe_render.RenderedRecipe
+) -> list[tuple[Configuration, recipe_render.RenderedRecipe]]:
+    """The configuration and meta.yaml's render cut to each BLAS of a job that builds several; else whole."""
+    if len(configuration.blases) < 2:
+        return [(configuration, meta)]
+    return [
+        (configuration.for_blas(str(top.variant[BLAS_KEY])), meta.only(top))
+        for top in meta.top_levels
+        if BLAS_KEY in top.variant
+    ]
+
+
+def _compare(
+    recipe_dir: Path,
+    ci_support: Path,
+    v1_dir: Path,
+    meta: recipe_render.RenderedRecipe,
+    configuration: Configuration,
+) -> tuple[list[str], list[Difference]]:
     v1 = rattler_render.render(v1_dir / "recipe.yaml", configuration)
     siblings = {o.name: (o.recipe["package"]["version"], o.build_string) for o in v1}
     config = ci_support.stem

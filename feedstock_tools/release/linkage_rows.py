@@ -9,6 +9,7 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from feedstock_tools.common.configuration import Configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.maintainer.version_compare import version_numbers
@@ -18,10 +19,10 @@ from feedstock_tools.release.rows import PERSON, SAME, Row, examples
 from feedstock_tools.release.wheel_source import WheelSource
 
 
-def config_for(feedstock: Feedstock, subdir: str, cuda: str | None) -> Path | None:
-    """The rendered configuration the linkage of a wheel is checked against: its subdir, generic BLAS where
-    there is one, the CUDA version nearest the wheel's (CPU for a CPU wheel)."""
-    configs = []
+def config_for(feedstock: Feedstock, subdir: str, cuda: str | None) -> Configuration | None:
+    """The rendered configuration the linkage of a wheel is checked against: its subdir, the CUDA version
+    nearest the wheel's (CPU for a CPU wheel), cut to generic BLAS where it builds that."""
+    configs: list[tuple[tuple[int, int, bool], str, Configuration]] = []
     for config in feedstock.configurations():
         if config.target_platform != subdir:
             continue
@@ -31,8 +32,11 @@ def config_for(feedstock: Feedstock, subdir: str, cuda: str | None) -> Path | No
         if cuda and config.cuda:
             distance = abs(version_numbers(config.cuda)[-1] - version_numbers(cuda)[-1])
             major = abs(version_numbers(config.cuda)[0] - version_numbers(cuda)[0])
-        configs.append(((major, distance, config.blas != "generic"), config.path))
-    return min(configs)[1] if configs else None
+        configs.append(((major, distance, "generic" not in config.blases), config.name, config))
+    if not configs:
+        return None
+    chosen = min(configs)[2]
+    return chosen.for_blas("generic") if "generic" in chosen.blases else chosen
 
 
 def needed_libraries(source: WheelSource) -> set[str]:
@@ -77,7 +81,14 @@ def linkage_rows(feedstock: Feedstock, release: Release, previous: Release | Non
             report = _check_skeleton(feedstock.root, source.name, members, needs, config)
         except ToolError as exc:
             rows.append(
-                Row("linkage", subdir, config.name, str(exc), PERSON, "place the binary in the staging table")
+                Row(
+                    "linkage",
+                    subdir,
+                    config.path.name,
+                    str(exc),
+                    PERSON,
+                    "place the binary in the staging table",
+                )
             )
             continue
         if report.errors:
@@ -85,7 +96,7 @@ def linkage_rows(feedstock: Feedstock, release: Release, previous: Release | Non
                 Row(
                     "linkage",
                     subdir,
-                    config.name,
+                    config.path.name,
                     f"{len(report.errors)} unresolved: {examples(report.errors, 2)}",
                     PERSON,
                     "add the providing package as a run requirement, or a row to runtime_libraries.py",
@@ -96,7 +107,7 @@ def linkage_rows(feedstock: Feedstock, release: Release, previous: Release | Non
                 Row(
                     "linkage",
                     subdir,
-                    config.name,
+                    config.path.name,
                     f"{report.needs} needs of {report.binaries} binaries resolve",
                     SAME,
                 )
@@ -105,7 +116,11 @@ def linkage_rows(feedstock: Feedstock, release: Release, previous: Release | Non
 
 
 def _check_skeleton(
-    root: Path, name: str, members: list, needs: Mapping[str, linkage.BinaryNeeds], config: Path
+    root: Path,
+    name: str,
+    members: list,
+    needs: Mapping[str, linkage.BinaryNeeds],
+    config: Configuration,
 ) -> linkage.LinkageReport:
     with tempfile.TemporaryDirectory(prefix="bump-linkage-") as scratch:
         work = Path(scratch)

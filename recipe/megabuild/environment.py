@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from megabuild import windows
+from megabuild import compiler_cache, windows
+from megabuild.compiler_cache import CompilerCache
 from megabuild.conda_env import CondaBuild
 from megabuild.cuda_targets import ARCH_LIST_VARIABLE, cuda_arch_list, cuda_target
 from megabuild.errors import MegabuildError
@@ -64,8 +65,14 @@ def _strip_words(value: str, patterns: tuple[str, ...]) -> str:
     return " ".join(kept)
 
 
-def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False) -> list[Setting]:
-    """What the driver sets for the upstream build, each with its reason, from conda-build's environment."""
+def settings(
+    build: CondaBuild,
+    caller: Mapping[str, str],
+    verbose: bool = False,
+    cache: CompilerCache | None = None,
+) -> list[Setting]:
+    """What the driver sets for the upstream build, each with its reason, from conda-build's environment
+    (``cache``: the job's compiler cache, compiler_cache.locate)."""
     prefix = str(build.prefix)
     out: list[Setting] = []
 
@@ -198,6 +205,8 @@ def settings(build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
         )
     out.extend(macos_and_cross_settings(build, caller))
     out += size_and_speed_settings(build)
+    if cache is not None:
+        out += [Setting(n, v, w) for n, v, w in compiler_cache.settings(cache, cuda=bool(cuda))]
     if build.windows:
         out += [Setting(name, value, why) for name, value, why in windows.settings(build)]
     return out
@@ -463,10 +472,10 @@ def build_type(caller: Mapping[str, str]) -> str:
 
 
 def upstream_environment(
-    build: CondaBuild, caller: Mapping[str, str], verbose: bool = False
+    build: CondaBuild, caller: Mapping[str, str], verbose: bool = False, cache: CompilerCache | None = None
 ) -> tuple[dict[str, str], list[Setting]]:
     """The caller's environment with the settings applied, and the settings (for the log)."""
-    chosen = settings(build, caller, verbose)
+    chosen = settings(build, caller, verbose, cache)
     env = dict(caller)
     for setting in chosen:
         if setting.value is None:

@@ -28,7 +28,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from megabuild import activation, environment, ninja_graph, pep517, python_products, report, windows
+from megabuild import (
+    activation,
+    compiler_cache,
+    environment,
+    ninja_graph,
+    pep517,
+    python_products,
+    report,
+    windows,
+)
 from megabuild.atomic_file import write_text
 from megabuild.child_process import run_child
 from megabuild.cmake_cache import CacheChange, CMakeCache
@@ -104,6 +113,8 @@ class PassContext:
     kind: SourceTreeKind | None = None
     # pass 1: the files below the host prefix's Python directories before it ran (host_prefix.py)
     host_python_files: set[str] | None = None
+    # the job's compiler cache (None on Windows): its stats log tells compiled from served objects
+    cache: compiler_cache.CompilerCache | None = None
 
     @property
     def cache_path(self) -> Path:
@@ -171,7 +182,8 @@ def run(
     if kind is None:
         raise MegabuildError(f"no passes for a {source} source tree: run the driver as python -m megabuild")
     chosen = kind.passes.get(build.pkg_name, chosen)
-    env, settings = environment.upstream_environment(build, caller_env, options.verbose)
+    cache = compiler_cache.locate(build, caller_env)
+    env, settings = environment.upstream_environment(build, caller_env, options.verbose, cache)
     say(f"PKG_NAME={build.pkg_name} SRC_DIR={build.src_dir} PREFIX={build.prefix} source tree: {source}")
     for setting in settings:
         shown = "(removed)" if setting.value is None else setting.value
@@ -185,11 +197,15 @@ def run(
     if not fresh:
         report.load(build.build_dir)  # a corrupt report is an error now, not after the build
         check_no_foreign_python_files(build)
+        check_pass1_blas(load_pass1_state(build), env)
+    if cache is not None:
+        env["CCACHE_STATSLOG"] = str(compiler_cache.start_pass(cache))
+        say(f"compiler cache {cache.directory} (ccache {cache.version}, {cache.program})")
     with ExitStack() as cleanup:
-        context = PassContext(build, env, options, cleanup, kind=kind)
+        context = PassContext(build, env, options, cleanup, kind=kind, cache=cache)
         if fresh:
             context.host_python_files = python_tree_files(build)
-        record = chosen(context)
+        record = _count_cache_hits(context, chosen(context))
         # The report first (atomic), the package last: a report that cannot be written stages nothing.
         records = report.append(build.build_dir, record, fresh=fresh)
         if context.pending_stage is not None:
@@ -287,6 +303,43 @@ def _pass1_cache_problems(cache: CMakeCache, build: CondaBuild) -> list[str]:
     ]
 
 
+def check_pass1_blas(state: Mapping[str, object], env: Mapping[str, str]) -> None:
+    """A later output packages pass 1's libraries: pass 1 must have built its BLAS. conda-build and
+    rattler-build run one top-level build per BLAS (docs/reference/megabuild.md), but a recipe whose top level
+    stopped using blas_impl would get one pass 1 for both, and staging would package its BLAS silently."""
+    built, wanted = state.get("blas"), env.get("BLAS")
+    if built != wanted:
+        raise MegabuildError(
+            f"pass 1 of this work directory built BLAS={built}, this output's is BLAS={wanted}: its package "
+            "would hold the other BLAS's libraries; keep blas_impl in the top-level build's text so that "
+            "every BLAS gets a top-level build of its own (recipe/meta.yaml)"
+        )
+
+
+def _count_cache_hits(ctx: PassContext, record: report.PassRecord) -> report.PassRecord:
+    """The record's objects split into those compiled and those the compiler cache served, by the stats log
+    of this pass. Read after the pass (its results are saved): a log problem costs the count, not the
+    build, and leaves every object counted as compiled."""
+    if ctx.cache is None or not record.objects_compiled:
+        return record
+    try:
+        logged = compiler_cache.read_stats_log(ctx.cache.stats_log)
+        sources = compiler_cache.compile_sources(ctx.build.build_dir, ctx.env)
+    except (OSError, MegabuildError) as exc:
+        warn(f"the compiler cache's stats log could not be read ({exc}): every object counted as compiled")
+        return record
+    hits = compiler_cache.served_from_cache(record.objects_compiled, logged, sources)
+    served = set(hits)
+    compiled = [o for o in record.objects_compiled if o not in served]
+    say(f"compiler cache: {len(compiled)} object(s) compiled, {len(hits)} served from the cache")
+    record.objects_compiled = compiled
+    record.objects_from_cache = hits
+    record.objects_by_target = {
+        target: len(objs) for target, objs in PassWork(compiled, [], []).objects_by_target().items()
+    }
+    return record
+
+
 def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) -> None:
     """Everything later outputs need, written to a temporary directory and renamed into place."""
     state_dir = ctx.build.state_dir
@@ -307,6 +360,8 @@ def _save_pass1_state(ctx: PassContext, cache: CMakeCache, python: PythonFacts) 
             "reconfigure_inputs": _digests(environment.reconfigure_inputs(ctx.env)),
             "python": python.short,
             "libtorch_manifest": manifest,
+            # the BLAS it configured: every later output checks it against its own (check_pass1_blas)
+            "blas": ctx.env.get("BLAS"),
         }
         (scratch / STATE_FILE).write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
         # the Python-linked products in the build directory are pass 1's Python's (python_products.py)
@@ -332,7 +387,7 @@ def load_pass1_state(build: CondaBuild) -> dict:
         )
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(state, dict) or not {"guarded_options", "reconfigure_inputs"} <= set(state):
+        if not isinstance(state, dict) or not {"guarded_options", "reconfigure_inputs", "blas"} <= set(state):
             raise ValueError("not the state pass 1 writes")
     except (ValueError, UnicodeDecodeError) as exc:
         raise MegabuildError(

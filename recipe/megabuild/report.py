@@ -18,12 +18,15 @@ class PassRecord:
     package: str
     seconds: float
     targets_rebuilt: list[str] = field(default_factory=list)  # linked libraries/executables
+    # the objects the compiler compiled: what ninja ran, less what the compiler cache served
     objects_compiled: list[str] = field(default_factory=list)
     objects_by_target: dict[str, int] = field(default_factory=dict)
     expected_targets: list[str] | None = None  # None: any (pass 1)
     unexpected_objects: list[str] = field(default_factory=list)
     cache_changes: list[str] = field(default_factory=list)
     staged_files: int = 0
+    # objects ninja ran that the compiler cache served (megabuild/compiler_cache.py): no compile
+    objects_from_cache: list[str] = field(default_factory=list)
 
 
 def load(build_dir: Path) -> list[PassRecord]:
@@ -54,10 +57,16 @@ def append(build_dir: Path, record: PassRecord, fresh: bool = False) -> list[Pas
 
 
 def table(records: list[PassRecord]) -> str:
-    """pass | targets rebuilt | objects compiled | seconds, one line per pass and a total."""
-    header = ("pass", "targets rebuilt", "objects compiled", "seconds")
+    """pass | targets rebuilt | objects compiled | from cache | seconds, one line per pass and a total."""
+    header = ("pass", "targets rebuilt", "objects compiled", "from cache", "seconds")
     rows = [
-        (r.pass_name, str(len(r.targets_rebuilt)), str(len(r.objects_compiled)), f"{r.seconds:.1f}")
+        (
+            r.pass_name,
+            str(len(r.targets_rebuilt)),
+            str(len(r.objects_compiled)),
+            str(len(r.objects_from_cache)),
+            f"{r.seconds:.1f}",
+        )
         for r in records
     ]
     rows.append(
@@ -65,10 +74,11 @@ def table(records: list[PassRecord]) -> str:
             "total",
             str(sum(len(r.targets_rebuilt) for r in records)),
             str(sum(len(r.objects_compiled) for r in records)),
+            str(sum(len(r.objects_from_cache) for r in records)),
             f"{sum(r.seconds for r in records):.1f}",
         )
     )
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [
         "  ".join(
             cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)

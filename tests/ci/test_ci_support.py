@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from pathlib import Path
 
@@ -12,14 +13,15 @@ from bump_fixtures import copy_feedstock
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.ci import ci_support, ci_workflow, forge_config, smithy_templates
-from feedstock_tools.common.configuration import read_configuration
+from feedstock_tools.common.configuration import parse_configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.conda import cuda_arch, used_vars, variants
+from feedstock_tools.conda.recipe_render import render_recipe
 
 REPO = ci_support.REPO_ROOT
 # This project's copy of conda-forge's pinning, named explicitly (the tools look elsewhere by default).
 PINNING = REPO.parent / "shared" / "data" / "conda-forge-pinning"
-MEGABUILD_LOOPS = ("python", "magma_variant")
+MEGABUILD_LOOPS = ("python", "magma_variant", "blas_impl")
 
 
 @pytest.fixture(scope="module")
@@ -39,25 +41,25 @@ def test_configurations_are_the_recipe_issue_matrix(rendered: list[ci_support.Ci
     seen = {
         (
             c.subdir,
-            c.data.get("blas_impl", ["-"])[0],
+            tuple(c.data.get("blas_impl", ["-"])),
             c.data.get("cuda_compiler_version", ["None"])[0],
             c.data.get("arm_variant_type", ["-"])[0],
         )
         for c in rendered
     }
     cuda_versions = {"12.9", "13.0"}
-    expected = {
-        ("linux-64", blas, cuda, "-") for blas in ("mkl", "generic") for cuda in cuda_versions | {"None"}
-    }
+    # linux-64 and osx-64 build both BLAS in one job (docs/reference/recipe.md, "What splits CI jobs")
+    both = ("generic", "mkl")
+    expected = {("linux-64", both, cuda, "-") for cuda in cuda_versions | {"None"}}
     # linux-aarch64: ARM servers (sbsa, the key in every file of the platform) and Jetson (tegra, 12.9 only)
-    expected |= {("linux-aarch64", "generic", cuda, "sbsa") for cuda in cuda_versions | {"None"}}
-    expected |= {("linux-aarch64", "generic", "12.9", "tegra")}
-    expected |= {("osx-64", blas, "None", "-") for blas in ("mkl", "generic")}
-    expected |= {("osx-arm64", "generic", "None", "-")}
+    expected |= {("linux-aarch64", ("generic",), cuda, "sbsa") for cuda in cuda_versions | {"None"}}
+    expected |= {("linux-aarch64", ("generic",), "12.9", "tegra")}
+    expected |= {("osx-64", both, "None", "-")}
+    expected |= {("osx-arm64", ("generic",), "None", "-")}
     # Windows: MKL only, CUDA held at 12.8 (recipe/conda_build_config.yaml, docs/reference/windows.md)
-    expected |= {("win-64", "mkl", cuda, "-") for cuda in ("None", "12.8", "13.0")}
+    expected |= {("win-64", ("mkl",), cuda, "-") for cuda in ("None", "12.8", "13.0")}
     assert seen == expected
-    assert len(rendered) == len(expected)
+    assert len(rendered) == len(expected) == 12
 
 
 def test_megabuild_loops_stay_inside_one_job(rendered: list[ci_support.CiConfig]) -> None:
@@ -74,6 +76,45 @@ def test_megabuild_loops_stay_inside_one_job(rendered: list[ci_support.CiConfig]
         # (docs/reference/windows.md)
         if config.data["cuda_compiler_version"] != ["None"] and config.subdir.startswith("linux"):
             assert config.data["magma_variant"] == ["magma", "nomagma"], config.name
+
+
+def test_one_output_that_ignores_blas_keeps_both_blas_in_one_job(tmp_path: Path) -> None:
+    """conda-smithy splits jobs on the keys every output uses at top level: the generic metapackage's
+    force_ignore_keys is what keeps blas_impl out of that intersection (docs/reference/recipe.md, "What
+    splits CI jobs"). Without it, osx-64 is two jobs again, one per BLAS."""
+    root = _copy_feedstock(tmp_path)
+    settings = forge_config.read_forge_settings(root / "conda-forge.yml")
+
+    def osx_64_jobs() -> list[tuple[str, list[str]]]:
+        configs = ci_support.render_platform(root, PINNING, "osx_64", settings, {})
+        return [(config.name, config.data["blas_impl"]) for config in configs]
+
+    assert osx_64_jobs() == [("osx_64_", ["generic", "mkl"])]
+    merged = packages(root, ci_support.render_platform(root, PINNING, "osx_64", settings, {}))
+    meta = root / "recipe" / "meta.yaml"
+    ignoring = "      force_ignore_keys:\n        - blas_impl\n"
+    assert meta.read_text().count(ignoring) == 1
+    meta.write_text(meta.read_text().replace(ignoring, ""))
+    assert osx_64_jobs() == [("osx_64_blas_implgeneric", ["generic"]), ("osx_64_blas_implmkl", ["mkl"])]
+    # the one job makes the packages the two made, but for the generic metapackage's hash (blas_impl left
+    # its hash input); the real conda-build render agrees, every job (docs/records/2026-12-07-merged-blas.md)
+    separate = packages(root, ci_support.render_platform(root, PINNING, "osx_64", settings, {}))
+    assert sorted(merged) == sorted(separate) and len(merged) == len(set(merged)) > 4
+
+
+def packages(root: Path, configs: list[ci_support.CiConfig]) -> list[tuple]:
+    """What a package is, less its hash: name, version, build string, number, run requirements, run_exports,
+    for every output of every job (the recipe as it is in ``root`` at the call)."""
+    rendered = []
+    for config in configs:
+        configuration = parse_configuration(ci_support.dump_config(config.data), root / f"{config.name}.yaml")
+        for output in render_recipe(root / "recipe", configuration).outputs:
+            build_string = re.sub(r"_h[0-9a-f]{7}_", "_h*_", output.build_string)
+            run = (output.requirements.run, output.requirements.run_constrained)
+            rendered.append(
+                (output.name, output.version, build_string, output.build_number, run, output.run_exports)
+            )
+    return rendered
 
 
 def test_cross_compiled_targets_use_their_build_platform(rendered: list[ci_support.CiConfig]) -> None:

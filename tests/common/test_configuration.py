@@ -31,7 +31,10 @@ def test_every_configuration_reads_as_conda_build_reads_it(path: Path) -> None:
     assert config.name == path.stem
     assert config.target_platform == raw["target_platform"][0]
     assert config.platform == raw["target_platform"][0].split("-")[0]
-    assert config.blas == raw.get("blas_impl", [None])[0]
+    assert config.blases == tuple(raw.get("blas_impl", []))
+    for blas in config.blases:  # one BLAS of the job: the same file, the key cut to that value
+        assert dict(config.for_blas(blas)) == {**raw, "blas_impl": [blas]}
+        assert config.for_blas(blas).path == path
     assert config.arm_variant == raw.get("arm_variant_type", [None])[0]
     (cuda,) = raw["cuda_compiler_version"]
     assert config.cuda == (None if cuda == "None" else cuda)
@@ -113,7 +116,9 @@ def test_a_broken_file_is_one_line_naming_file_problem_and_fix(
 def test_what_the_tools_ask_of_a_file_without_them_names_the_file(tmp_path: Path) -> None:
     config = Configuration(tmp_path / "bare.yaml", {"python": ["3.11.* *_cpython", "3.10.* *_cpython"]})
     assert config.python_min == "3.10"  # no python_min: the oldest Python
-    assert config.cuda is None and config.blas is None and config.arm_variant is None
+    assert config.cuda is None and config.blases == () and config.arm_variant is None
+    with pytest.raises(InputError, match=r"bare\.yaml: builds BLAS \(none\), not 'mkl'; choose one of those"):
+        config.for_blas("mkl")
     with pytest.raises(InputError, match=r"bare\.yaml: no target_platform; re-render it"):
         _ = config.target_platform
     with pytest.raises(InputError, match=r"bare\.yaml: cannot read a Python version from 'x'"):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from jinja2 import nodes
+from recipe_matrix import ci_config
 
 from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.common.errors import InputError
@@ -22,9 +23,7 @@ from feedstock_tools.common.recipe_imports import REPO_ROOT
 from feedstock_tools.conda import jinja_expr, rattler_render, recipe_v1
 from feedstock_tools.maintainer import render_v1
 
-CPU_CONFIG = next(
-    (REPO_ROOT / ".ci_support").glob("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml")
-)
+CPU_CONFIG = ci_config("linux-64", "cpu").path
 
 
 # ---- the committed file ---------------------------------------------------------------------------------
@@ -41,6 +40,18 @@ def test_the_committed_v1_recipe_is_what_convert_v1_writes() -> None:
 def test_the_generated_file_says_so_at_its_top() -> None:
     first = (REPO_ROOT / recipe_v1.V1_DIRNAME / "recipe.yaml").read_text().splitlines()[0]
     assert first.startswith("# GENERATED from recipe/meta.yaml by") and recipe_v1.COMMAND in first
+
+
+def test_the_metapackage_s_force_ignore_keys_is_left_out_of_v1() -> None:
+    """conda-smithy's job split reads it from meta.yaml; in v1 (build.variant.ignore_keys) it would undefine
+    blas_impl in the metapackage's build string. Only that key goes: the same text without it converts
+    to the same v1 recipe."""
+    text = (REPO_ROOT / "recipe" / "meta.yaml").read_text()
+    ignoring = "      force_ignore_keys:\n        - blas_impl\n"
+    assert text.count(ignoring) == 1
+    converted = recipe_v1.convert(text)
+    assert "ignore_keys" not in converted
+    assert recipe_v1.convert(text.replace(ignoring, "")) == converted
 
 
 def test_the_conversion_is_the_same_bytes_every_time() -> None:

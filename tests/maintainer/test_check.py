@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from bump_fixtures import copy_feedstock
 from recipe_matrix import RECIPE_VERSION as VERSION
+from recipe_matrix import ci_config
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.configuration import read_configuration
@@ -140,10 +141,10 @@ def broken_copy(tmp_path_factory: pytest.TempPathFactory, real_findings: list[Fi
     )
     # recipe-v1: a v1 recipe beside meta.yaml (conda-smithy's lint R-051).
     (recipe / "recipe.yaml").write_text("# a v1 recipe in the conda-build recipe's directory\n")
-    # ci-support: one file deleted, one edited.
-    ci_files = sorted((root / ".ci_support").glob("*.yaml"))
-    ci_files[0].unlink()
-    ci_files[1].write_text(ci_files[1].read_text() + "extra_key:\n- 1\n")
+    # ci-support: one file deleted (one no anchor-parity family reads), one edited.
+    (root / ".ci_support" / ci_config("win-64", "13.0").path.name).unlink()
+    edited = root / ".ci_support" / ci_config("linux-64", "cpu").path.name
+    edited.write_text(edited.read_text() + "extra_key:\n- 1\n")
     reports: list[PatchReport] = []
     findings = set(run_checks(root, DEFAULT_PINNING, reports.append)) - set(real_findings)
     return BrokenCopy(findings, reports[0], (listed[1], hunk))
@@ -285,7 +286,7 @@ def test_a_run_requirement_missing_from_recipe_v1_is_one_line(v1_copy: Path) -> 
     meta = v1_copy / "recipe" / "meta.yaml"
     _replace_once(meta, "        - filelock\n", "        - filelock\n        - optree >=0.13.0\n")
     # two configurations (each real render takes seconds): a CPU and a CUDA one
-    configs = sorted((v1_copy / ".ci_support").glob("linux_64_blas_implmkl*"))[1:]
+    configs = [v1_copy / ".ci_support" / ci_config("linux-64", cuda).path.name for cuda in ("cpu", "13.0")]
     (finding,) = check_recipe_v1(v1_copy, configs)
     assert finding.where == "recipe-v1/recipe.yaml"
     assert finding.line() == (
@@ -299,7 +300,7 @@ def test_check_compares_recipe_v1_with_its_own_render_of_a_current_configuration
     configuration whose committed file is what a rerender writes, and renders any other itself."""
     meta = v1_copy / "recipe" / "meta.yaml"
     original = meta.read_text()
-    (config,) = sorted((v1_copy / ".ci_support").glob("linux_64_blas_implmkl*"))[1:2]
+    config = v1_copy / ".ci_support" / ci_config("linux-64", "cpu").path.name
     _replace_once(meta, "        - filelock\n", "        - filelock\n        - optree >=0.13.0\n")
     edited = render_recipe(v1_copy / "recipe", read_configuration(config))
     meta.write_text(original)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from recipe_matrix import ci_config
 from test_megabuild_driver import RECIPE, CondaBuildDouble, check
 
 from feedstock_tools.common import user_cache
@@ -419,7 +420,7 @@ def test_rehearsal_work_directory_name_cannot_leave_the_work_root(tmp_path: Path
     assert (victim / "keep").read_text() == "keep me"
 
 
-CPU_CONFIG = next((REPO / ".ci_support").glob("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml"))
+CPU_CONFIG = ci_config("linux-64", "cpu").path
 
 
 @pytest.mark.parametrize(

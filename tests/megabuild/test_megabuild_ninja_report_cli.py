@@ -90,12 +90,16 @@ def test_what_ran_between_two_real_ninja_builds(tmp_path: Path) -> None:
 def test_report_is_appended_and_tabulated(tmp_path: Path) -> None:
     first = report.PassRecord("1 libtorch-split", "libtorch-split", 12.5, ["lib/libc10.so"], ["a.o", "b.o"])
     report.append(tmp_path, first, fresh=True)
-    records = report.append(tmp_path, report.PassRecord("4 pytorch (py3.12)", "pytorch", 2.0, [], ["c.o"]))
+    python = report.PassRecord("4 pytorch (py3.12)", "pytorch", 2.0, [], ["c.o"], objects_from_cache=["d.o"])
+    records = report.append(tmp_path, python)
     assert [r.pass_name for r in report.load(tmp_path)] == ["1 libtorch-split", "4 pytorch (py3.12)"]
+    assert report.load(tmp_path)[1].objects_from_cache == ["d.o"]
     lines = report.table(records).splitlines()
-    assert lines[0].split() == ["pass", "targets", "rebuilt", "objects", "compiled", "seconds"]
-    assert lines[2].split() == ["1", "libtorch-split", "1", "2", "12.5"]
-    assert lines[-1].split() == ["total", "1", "3", "14.5"]
+    header = ["pass", "targets", "rebuilt", "objects", "compiled", "from", "cache", "seconds"]
+    assert lines[0].split() == header
+    assert lines[2].split() == ["1", "libtorch-split", "1", "2", "0", "12.5"]
+    assert lines[3].split() == ["4", "pytorch", "(py3.12)", "0", "1", "1", "2.0"]
+    assert lines[-1].split() == ["total", "1", "3", "1", "14.5"]
     # pass 1 starts a new report
     assert len(report.append(tmp_path, first, fresh=True)) == 1
 

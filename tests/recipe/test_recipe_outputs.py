@@ -18,6 +18,7 @@ from recipe_matrix import (
     PINNING,
     RECIPE,
     RECIPE_VERSION,
+    CiJob,
     Configuration,
     ci_support_jobs,
     minor_upper_bound,
@@ -38,8 +39,9 @@ HASH = r"h[0-9a-f]{7}"
 
 @cache
 def rendered(configuration: Configuration) -> RenderedRecipe:
-    config_file = getattr(configuration, "config_file", None)
-    return render_recipe(RECIPE, config_file or variant_config(configuration))
+    if isinstance(configuration, CiJob):
+        return render_recipe(RECIPE, configuration.ci_configuration())
+    return render_recipe(RECIPE, variant_config(configuration))
 
 
 def build_number(configuration: Configuration) -> int:

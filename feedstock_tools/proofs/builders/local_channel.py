@@ -23,10 +23,12 @@ runs the recipe's real scripts against the upstream stand-in (tests/upstream_sta
   which carry links to this machine's ``libgcc_s.so.1``/``libstdc++.so.6``/``libgomp.so.1`` so that
   rattler-build's linkage check finds the libraries the stand-in's binaries load in a package, as it would
   find conda-forge's;
-* ``cmake`` and ``ninja``: scripts that run Debian's programs (not links: conda installs the target of an
-  absolute link as a copy, conda/gateways/disk/create.py ``copy``, and a copied ``cmake`` finds no
-  ``share/cmake-3.25`` beside itself: "CMake Error: Could not find CMAKE_ROOT", measured with conda 26.7.1);
-* ``libmagma-devel``/``libmagma``: the stand-in's tiny libmagma (CUDA configurations);
+* ``cmake``, ``ninja`` and ``ccache``: scripts that run Debian's programs (not links: conda installs the
+  target of an absolute link as a copy, conda/gateways/disk/create.py ``copy``, and a copied ``cmake``
+  finds no ``share/cmake-3.25`` beside itself: "CMake Error: Could not find CMAKE_ROOT", measured with conda
+  26.7.1);
+* ``libmagma-devel``/``libmagma`` and ``mkl-devel``/``mkl``: the stand-in's tiny libmagma (CUDA
+  configurations) and MKL (MKL builds), each a run-time package and a -devel one run-exporting it;
 * every other requirement the rendered recipe names: a package with metadata only.
 
 Versions: a tool package carries the version the recipe asks for, not the tool's (Debian's CMake 3.25
@@ -64,10 +66,10 @@ from feedstock_tools.proofs.rehearsal import activation, prefixes
 from megabuild import atomic_file
 
 # Bumped when what goes into a package changes, so stale channels are not reused.
-CHANNEL_FORMAT = "4"
+CHANNEL_FORMAT = "5"
 SUBDIR = "linux-64"
 # Packages with files; every other needed name becomes a metadata-only package.
-TOOL_PROGRAMS = {"cmake": "cmake", "ninja": "ninja"}
+TOOL_PROGRAMS = {"cmake": "cmake", "ninja": "ninja", "ccache": "ccache"}
 # Debian's compiler run-time libraries, in the packages conda-forge ships them in (its gcc/gxx run-export
 # libgcc and libstdcxx; libgomp comes with _openmp_mutex on linux-64: ctng-compilers-feedstock b9e501a).
 # glibc's libraries, in the stdlib('c') package (sysroot_linux-64): rattler-build's linkage check allows a
@@ -110,7 +112,7 @@ class ChannelPlan:
     def key(self) -> cache_store.EntryKey:
         """Everything the channel's content follows from: the plan, and the machine's parts it packages
         (each Python's wheels entry, which keys its interpreter; the compilers, tools and system libraries;
-        the stand-in's libmagma entry)."""
+        the stand-in's libmagma and MKL entries)."""
         inputs = {
             "format": CHANNEL_FORMAT,
             "needs": {k: sorted(v) for k, v in sorted(self.needs.items())},
@@ -120,7 +122,11 @@ class ChannelPlan:
             "pythons": dict(sorted(self.pythons.items())),
             "wheels": [wheels_key(minor, self.pip_requirements).name for minor in sorted(self.pythons)],
             "machine": machine_identity(self.compilers.values(), self.needs),
-            "libmagma": (prefixes.magma_key(self.standin).name if "libmagma-devel" in self.needs else None),
+            **{
+                library.names[0]: prefixes.library_key(self.standin, library).name
+                for library in prefixes.STANDIN_LIBRARIES
+                if library.names[1] in self.needs
+            },
         }
         return cache_store.EntryKey("channel", "", inputs)
 
@@ -519,26 +525,34 @@ def tool_package(name: str, version: str) -> PackageDraft:
     )
 
 
-def magma_packages(
-    standin: Path, cache_dir: Path, log: Path, versions: Mapping[str, str]
+def library_packages(
+    standin: Path, library: prefixes.StandinLibrary, cache_dir: Path, log: Path, versions: Mapping[str, str]
 ) -> list[PackageDraft]:
-    install = prefixes.magma_install(standin, cache_dir, log)
-    files: dict[str, bytes | Path] = {}
+    """The stand-in's tiny library as conda-forge's pair of packages: the run-time one (``libmagma``,
+    ``mkl``: the versioned shared library) and the -devel one (headers and the unversioned name to link,
+    run-exporting the run-time one). A link of the install tree is packaged as a copy of its target (the
+    soname stays the versioned name)."""
+    install = prefixes.library_install(standin, library, cache_dir, log)
+    runtime_files: dict[str, bytes | Path] = {}
+    devel_files: dict[str, bytes | Path] = {}
     for path in sorted(install.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            files[str(path.relative_to(install))] = path.read_bytes()
-    lib = {k: v for k, v in files.items() if k.startswith("lib/")}
-    magma_version = versions.get("libmagma", versions.get("libmagma-devel", "0"))
+        if not path.is_file():
+            continue
+        relative = str(path.relative_to(install))
+        versioned = relative.startswith("lib/") and not path.is_symlink()
+        (runtime_files if versioned else devel_files)[relative] = path.resolve().read_bytes()
+    runtime, devel = library.names
+    version = versions.get(runtime, versions.get(devel, "0"))
     return [
-        PackageDraft("libmagma", magma_version, "h0", summary="the stand-in's tiny libmagma", files=lib),
+        PackageDraft(runtime, version, "h0", summary=f"the stand-in's tiny {runtime}", files=runtime_files),
         PackageDraft(
-            "libmagma-devel",
-            versions.get("libmagma-devel", magma_version),
+            devel,
+            versions.get(devel, version),
             "h0",
-            depends=[f"libmagma =={magma_version}"],
-            run_exports={"weak": [f"libmagma >={magma_version}"]},
-            summary="the stand-in's libmagma headers",
-            files={k: v for k, v in files.items() if not k.startswith("lib/")},
+            depends=[f"{runtime} =={version}"],
+            run_exports={"weak": [f"{runtime} >={version}"]},
+            summary=f"the stand-in's {runtime} headers",
+            files=devel_files,
         ),
     ]
 
@@ -585,9 +599,10 @@ def _fill_channel(
         if name in plan.needs:
             drafts.append(tool_package(name, versions[name]))
             done.add(name)
-    if "libmagma-devel" in plan.needs:
-        drafts += magma_packages(plan.standin, cache_dir, log, versions)
-        done |= {"libmagma", "libmagma-devel"}
+    for library in prefixes.STANDIN_LIBRARIES:
+        if library.names[1] in plan.needs:
+            drafts += library_packages(plan.standin, library, cache_dir, log, versions)
+            done |= set(library.names)
     for name, specs in sorted(plan.needs.items()):
         if name in done or name.startswith("__"):
             continue

@@ -5,8 +5,8 @@ upstream stand-in, from the local channel (local_channel.py): py-rattler-build b
 the built packages + that channel into a fresh prefix, where ``import torch`` (the stand-in) must work and
 CMake must find Torch.
 
-    python -m feedstock_tools real-build                       # linux-64 CPU generic, Python 3.10 + 3.12
-    python -m feedstock_tools real-build 'linux_64_blas_implgeneric*12.9*'   # a linux-64 CUDA one
+    python -m feedstock_tools real-build                       # linux-64's CPU job (both BLAS), 2 Pythons
+    python -m feedstock_tools real-build 'linux_64_*12.9*'     # linux-64's CUDA 12.9 job
     python -m feedstock_tools real-build --python all          # every Python of the configuration here
     python -m feedstock_tools real-build --builder conda-build --compare     # meta.yaml, then both compared
 
@@ -40,7 +40,7 @@ import yaml
 
 from feedstock_tools.common import interruption, user_cache
 from feedstock_tools.common.config_selector import resolve_one
-from feedstock_tools.common.configuration import Configuration, read_configuration
+from feedstock_tools.common.configuration import Configuration, read_configuration, version_key
 from feedstock_tools.common.errors import ToolError
 from feedstock_tools.common.feedstock import Feedstock
 from feedstock_tools.common.recipe_imports import REPO_ROOT
@@ -49,15 +49,21 @@ from feedstock_tools.conda import rattler_render
 from feedstock_tools.conda.yaml_load import safe_load
 from feedstock_tools.proofs.builders import local_channel, package_diff, real_build_conda
 from feedstock_tools.proofs.builders.build_watch import BuildWatch
+from feedstock_tools.proofs.rehearsal import compile_work
+from feedstock_tools.proofs.rehearsal.compile_work import WorkRatio
 from feedstock_tools.proofs.solve.solve_check import Machine, machine_of, virtual_packages
-from megabuild import atomic_file, package_files, python_target
+from megabuild import atomic_file, compiler_cache, package_files, python_target
 
 STANDIN = REPO_ROOT / "tests" / "upstream_standin"
 BUILDERS = ("rattler-build", "conda-build")
 WORK_DIRS = {"rattler-build": REPO_ROOT / ".rattler-build", "conda-build": REPO_ROOT / ".conda-build"}
-DEFAULT_PYTHONS = ("3.10", "3.12")
-DEFAULT_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_versionNone*"
-CUDA_CONFIG = "linux_64_blas_implgeneric*cuda_compiler_version12.9*"
+DEFAULT_CONFIG = "linux_64_*cuda_compiler_versionNone*"
+CUDA_CONFIG = "linux_64_*cuda_compiler_version12.9*"
+# rattler-build empties the subdirectories beside its work directory between builds, so the driver refuses to
+# keep its compiler cache there (megabuild/compiler_cache.py): a build names one in its own work directory.
+# conda-build keeps the driver's own place ($SRC_DIR/..), the one a CI job uses.
+COMPILER_CACHE_DIR = "compiler-cache"
+STRICT_VARIABLE = "MEGABUILD_STRICT"
 # The channels are kept beside the rehearsal's venv templates (a cache shared by checkouts, flock-protected)
 DEFAULT_CACHE = user_cache.rehearsal_cache() / "local-channel"
 V1_DIR = REPO_ROOT / "recipe-v1"
@@ -93,7 +99,9 @@ class BuildOutcome:
     channel_bytes: int
     build_seconds: float
     packages: list[Path]
-    passes: dict[str, int] = field(default_factory=dict)  # pass name -> objects compiled
+    # "<pass> [<BLAS>]" -> objects compiled per target (read_reports)
+    passes: dict[str, dict[str, int]] = field(default_factory=dict)
+    reports: Path | None = None  # what the report wrapper kept of every pass (compile_work_ratio)
     log: Path | None = None
     skipped_tests: list[SkippedTest] = field(default_factory=list)  # left out of the packages' tests
     package_cache: Path | None = None  # the build's own package cache (run_build)
@@ -161,7 +169,8 @@ def channel_plan(
 
 
 # Measurement only: the copy's build.sh runs the recipe's own build.sh, then keeps the driver's per-pass
-# report (build/megabuild-report.json, from build/.ninja_log) and the ninja log of this output: every output
+# report (build/megabuild-report.json, from build/.ninja_log), the ninja log of this output, pass 1's saved
+# state (the BLAS of its work directory) and ninja's compile database (each object's source): every output
 # starts from a fresh copy of the staging output's work directory, and rattler-build keeps only the last.
 REPORT_WRAPPER = """#!/usr/bin/env bash
 # written by `python -m feedstock_tools real-build`: the recipe's build.sh, then a copy of the pass's report
@@ -171,6 +180,8 @@ stamp="$(date +%s%N)"
 reports={reports}
 cp "${{SRC_DIR}}/build/megabuild-report.json" "${{reports}}/${{stamp}}.json"
 cp "${{SRC_DIR}}/build/.ninja_log" "${{reports}}/${{stamp}}.ninja_log"
+cp "${{SRC_DIR}}/build/megabuild/pass1.json" "${{reports}}/${{stamp}}.pass1"
+ninja -C "${{SRC_DIR}}/build" -t compdb > "${{reports}}/${{stamp}}.compdb"
 """
 
 
@@ -339,6 +350,14 @@ def _build(
     # machine lacks; conda's override variable plays the driver, as docs/reference/recipe.md's
     # CONDA_OVERRIDE_CUDA
     env = {"CONDA_OVERRIDE_CUDA": os.environ.get("CONDA_OVERRIDE_CUDA", cuda)} if cuda is not None else {}
+    # the compiler cache: the driver's own place under conda-build, this build's under rattler-build
+    # (COMPILER_CACHE_DIR); never the caller's, whose other builds would count as this one's hits
+    caller = {k: v for k, v in os.environ.items() if k != compiler_cache.LOCATION_VARIABLE}
+    if tools is None:
+        env[compiler_cache.LOCATION_VARIABLE] = str(work_dir / COMPILER_CACHE_DIR)
+    # a proof: a pass that compiles or links outside its targets fails the build (the driver's --strict),
+    # unless the caller says otherwise (the recipe passes MEGABUILD_STRICT through script_env)
+    env.setdefault(STRICT_VARIABLE, os.environ.get(STRICT_VARIABLE, "1"))
     skipped: list[SkippedTest] = []
     out_dir = work_dir / "output"
     inputs = BuildInputs(work_dir, channel, variants, subdir, test)
@@ -349,7 +368,7 @@ def _build(
     watch = BuildWatch(builder, reports, work_dir / f"{builder}.log", progress, lambda: _script_logs(out_dir))
     progress(f"[2/3] {builder} builds every output (log: {watch.log})")
     started = time.monotonic()
-    returncode = watch.run(run.command, {**os.environ, **env, **run.env}, work_dir)
+    returncode = watch.run(run.command, {**caller, **env, **run.env}, work_dir)
     build_seconds = time.monotonic() - started
     if returncode != 0:
         raise ToolError(watch.failure(config.path.name, out_dir / subdir))
@@ -362,6 +381,7 @@ def _build(
         build_seconds=build_seconds,
         packages=sorted((out_dir / subdir).glob("*.conda")),
         passes=passes,
+        reports=reports,
         log=watch.log,
         skipped_tests=skipped if test != "skip" else [],
         package_cache=run.package_cache,
@@ -449,6 +469,18 @@ RATTLER_CHILD = (
 )
 
 
+def default_pythons(config: Configuration) -> list[str]:
+    """Pass 1's Python and the newest of the configuration that this machine has: every kind of pytorch
+    pass (a new Python, the return to pass 1's) in two outputs."""
+    here = [p.version for p in config.pythons if local_channel.prefixes.find_interpreter(p.version)]
+    if config.python_min not in here or len(here) < 2:
+        raise ToolError(
+            f"real-build: {config.name} needs CPython {config.python_min} and one newer of "
+            f"{', '.join(p.version for p in config.pythons)} on this machine (pyenv install them)"
+        )
+    return [config.python_min, max(here, key=version_key)]
+
+
 def check_buildable(config: Configuration) -> None:
     """Refuses at once a configuration that targets another platform than the one the local channel holds
     packages for (this machine's tools)."""
@@ -483,30 +515,73 @@ def wrap_build_script(recipe_dir: Path, reports: Path) -> None:
     atomic_file.write_text(recipe_dir / "build.sh", REPORT_WRAPPER.format(reports=shlex.quote(str(reports))))
 
 
-def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
-    """Objects compiled per target in each megabuild pass, as the driver read them from that output's
-    build/.ninja_log inside rattler-build (each report's last pass is the output's own)."""
-    passes: dict[str, dict[str, int]] = {}
+@dataclass(frozen=True)
+class PassReport:
+    """One output's own megabuild pass, as the report wrapper kept it (REPORT_WRAPPER)."""
+
+    name: str  # the driver's pass name: "1 libtorch-split", "4 pytorch (py3.12)", ...
+    blas: str  # the BLAS of its work directory's pass 1
+    compiled: list[str]  # objects the compiler compiled (ninja's edges less the compiler cache's hits)
+    by_target: dict[str, int]
+    sources: Path  # ninja's compile database of its build directory
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} [{self.blas}]"
+
+
+def read_reports(reports: Path) -> list[PassReport]:
+    """Every output's own pass in the order the builder ran them (the wrapper's stamps are nanoseconds)."""
+    kept = []
     for path in sorted(reports.glob("*.json")):
         last = json.loads(path.read_text())["passes"][-1]
-        passes[last["pass_name"]] = dict(last["objects_by_target"])
-    return passes
+        state = json.loads(path.with_suffix(".pass1").read_text())
+        kept.append(
+            PassReport(
+                name=last["pass_name"],
+                blas=str(state["blas"]),
+                compiled=list(last["objects_compiled"]),
+                by_target=dict(last["objects_by_target"]),
+                sources=path.with_suffix(".compdb"),
+            )
+        )
+    return kept
 
 
-def compile_work_ratio(
-    passes: Mapping[str, Mapping[str, int]], python_linked: Sequence[str], first_python: str
-) -> tuple[int, int]:
-    """(objects compiled over all passes, the minimum): pass 1's objects, torch_cuda_linalg's once more
-    for the MAGMA pass, and the Python-linked targets' once for every pytorch pass whose Python is not
-    pass 1's (each pytorch output starts from pass 1's work directory)."""
-    first = next(v for k, v in passes.items() if k.startswith("1 "))
-    minimum = sum(first.values())
-    for name in passes:
-        if "(magma)" in name:
-            minimum += first.get("torch_cuda_linalg", 0)
-        elif name.startswith("4 pytorch") and f"(py{first_python})" not in name:
-            minimum += sum(first.get(t, 0) for t in python_linked)
-    return sum(sum(v.values()) for v in passes.values()), minimum
+def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
+    """Objects compiled per target in each megabuild pass, by ``<pass> [<BLAS>]``."""
+    return {report.label: report.by_target for report in read_reports(reports)}
+
+
+def compile_work_ratio(reports: Path, python_linked: Sequence[str], first_python: str) -> WorkRatio:
+    """The build's real compiles against the job's limit (compile_work.py): the first pass 1's objects,
+    MAGMA's linalg once, the Python-dependent objects once per pytorch Python but pass 1's (each pytorch
+    output starts from its BLAS's pass 1 work directory), and every further BLAS's dependent objects. The
+    dependence of each object is the stand-in's declaration, through the first pass 1's compile database."""
+    kept = read_reports(reports)
+    first = next((r for r in kept if r.name.startswith("1 ")), None)
+    if first is None:
+        raise ToolError(f"{reports} holds no report of a pass 1: the build ran no top-level build")
+    entries = json.loads(first.sources.read_text())
+    build_dir = Path(entries[0]["directory"]) if entries else Path()
+    sources = {
+        os.path.relpath(os.path.normpath(Path(e["directory"]) / e["output"]), build_dir): os.path.normpath(
+            Path(e["directory"]) / e["file"]
+        )
+        for e in entries
+    }
+    # the driver's build directory is $SRC_DIR/build (megabuild/conda_env.py)
+    depends = compile_work.dependence(sources, build_dir.parent, compile_work.read_declared(STANDIN))
+    pythons = {r.name for r in kept if r.name.startswith("4 pytorch")} - {f"4 pytorch (py{first_python})"}
+    return compile_work.limit(
+        compiled=sum(len(r.compiled) for r in kept),
+        pass1_objects=first.compiled,
+        python_linked=python_linked,
+        depends=depends,
+        magma_ran=any("(magma)" in r.name for r in kept),
+        extra_pythons=len(pythons),
+        extra_blases=len({r.blas for r in kept}) - 1,
+    )
 
 
 # ---- install and use ---------------------------------------------------------------------------------
@@ -623,8 +698,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--python",
         nargs="+",
-        default=list(DEFAULT_PYTHONS),
-        help="the Pythons to build for (3.X), or 'all' (every one of the configuration this machine has)",
+        help="the Pythons to build for (3.X), or 'all' (every one of the configuration this machine has); "
+        "default: pass 1's and the newest of the configuration this machine has (default_pythons)",
     )
     parser.add_argument(
         "--work-dir",
@@ -667,7 +742,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.builder != "conda-build" and (args.conda_tools or args.hash_seed is not None):
         raise ToolError("--conda-tools and --hash-seed are conda-build's: add --builder conda-build")
     config = read_configuration(resolve_one(args.config, Feedstock(REPO_ROOT).ci_support))
-    pythons = args.python
+    pythons = args.python or default_pythons(config)
     if pythons == ["all"]:
         # every Python of the configuration that this machine has (the rehearsal skips the others too)
         every = [python.version for python in config.pythons]
@@ -705,8 +780,8 @@ def _main(args: argparse.Namespace) -> int:
         for pass_name, targets in outcome.passes.items():
             _say(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
         linked = python_target.python_linked_targets("linux-64")
-        done, minimum = compile_work_ratio(outcome.passes, linked, config.python_min)
-        _say(f"compile-work ratio {done} / {minimum} = {done / minimum:.2f}")
+        assert outcome.reports is not None
+        _say(f"compile-work ratio {compile_work_ratio(outcome.reports, linked, config.python_min).formula()}")
         meta, machine = metapackage_and_machine(config)
         _say(
             f"[3/3] {meta} installed by py-rattler's solver for each Python: import torch, the CMake consumer"

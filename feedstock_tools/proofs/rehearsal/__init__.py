@@ -42,7 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--list", action="store_true", help="list the configurations and exit")
     parser.add_argument("--platform", help="with --list, or instead of CONFIG: only this target platform")
     parser.add_argument("--cuda", metavar="VERSION", help="likewise: a CUDA version, 'none' (CPU) or 'any'")
-    parser.add_argument("--blas", help="likewise: only this BLAS (mkl, generic)")
+    parser.add_argument(
+        "--blas",
+        help="likewise: only the configurations that build this BLAS (mkl, generic); of a job that builds "
+        "both, rehearse only this BLAS's top-level build and outputs",
+    )
     parser.add_argument(
         "--work-dir",
         type=Path,
@@ -139,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     started = time.monotonic()
     config = resolve_config(args.config, only)
+    if args.blas is not None and len(config.blases) > 1:
+        config = config.for_blas(args.blas)
     rehearsal = harness.Rehearsal(
         config.path,
         configuration=config,
@@ -223,7 +229,10 @@ def print_summary(
     print(f"\nThe driver's per-pass table ({report.DRIVER_REPORT}):")
     print(report.driver_table(driver) if driver is not None else "   (the driver wrote no report)")
     ratio = report.work_ratio(rehearsal)
-    print("\nCompile-work ratio: objects compiled / (pass 1 + linalg + Python bindings x extra Pythons)")
+    print(
+        "\nCompile-work ratio: objects compiled / (pass 1 + MAGMA's linalg + Python-dependent x extra Pythons"
+        " [+ extra BLAS x (BLAS-dependent + BLAS- and Python-dependent x Pythons)])"
+    )
     print(f"   {ratio.formula()}   (target 1.00)")
     print("\nimport torch in prefixes made from the packages:")
     for check in checks:
@@ -251,6 +260,7 @@ def print_summary(
                 "seconds": round(r.seconds, 2),
                 "cpu_seconds": round(r.cpu_seconds, 2),
                 "objects": r.objects,
+                "compiled": r.compiles,
                 "files": r.new_files,
                 "modified_host_files": r.modified_host_files,
             }

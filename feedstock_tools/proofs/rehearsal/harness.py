@@ -45,7 +45,7 @@ from feedstock_tools.proofs.rehearsal.plan import (
     work_name,
 )
 from feedstock_tools.proofs.rehearsal.solver_pick import solver_pick
-from megabuild import atomic_file
+from megabuild import atomic_file, compiler_cache
 
 DEFAULT_RECIPE_DIR = REPO_ROOT / "recipe"
 DEFAULT_STANDIN = REPO_ROOT / "tests" / "upstream_standin"
@@ -55,10 +55,8 @@ DEFAULT_WORK_ROOT = REPO_ROOT / ".rehearsal"
 INHERITED = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "MAKEFLAGS",
              "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")  # fmt: skip
 # The build tools conda would install into BUILD_PREFIX; the rehearsal finds them on the caller's PATH.
-BUILD_TOOLS = ("cmake", "ninja", "gcc", "g++", "ar", "readelf", "patchelf")
+BUILD_TOOLS = ("cmake", "ninja", "ccache", "gcc", "g++", "ar", "readelf", "patchelf")
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-# Host requirement names the harness provides from the stand-in's tiny libmagma.
-_MAGMA_NAMES = ("libmagma", "libmagma-devel")
 
 Progress = Callable[[str], None]
 
@@ -77,12 +75,21 @@ def _children_cpu_seconds() -> float:
 
 
 def reversed_variants(steps: list[Step]) -> list[Step]:
-    """The same steps with the variants of every output name in reverse order, names keeping their place."""
-    by_name: dict[str, list[Step]] = {}
+    """The same steps with the variants of every output name in reverse order, names keeping their place
+    in their group, and the groups of a configuration of several BLAS in reverse order."""
+    groups: list[list[Step]] = []
     for step in steps:
-        by_name.setdefault(step.name, []).append(step)
-    reordered = {name: list(reversed(group)) for name, group in by_name.items()}
-    return [reordered[step.name].pop(0) for step in steps]
+        if step.name == TOP_LEVEL_NAME or not groups:
+            groups.append([])
+        groups[-1].append(step)
+    reordered_steps: list[Step] = []
+    for group in reversed(groups):
+        by_name: dict[str, list[Step]] = {}
+        for step in group:
+            by_name.setdefault(step.name, []).append(step)
+        reordered = {name: list(reversed(variants)) for name, variants in by_name.items()}
+        reordered_steps += [reordered[step.name].pop(0) for step in group]
+    return reordered_steps
 
 
 def tool_dirs() -> list[str]:
@@ -99,9 +106,11 @@ def local_subdir() -> str:
     return f"{system}-{machine or platform.machine()}"
 
 
-def brings_libmagma(step: Step) -> bool:
-    """libmagma comes with a package built against libmagma-devel (its run_exports), or asked for at run."""
-    return any(name in _MAGMA_NAMES for name in (*step.host_names(), *step.run_names()))
+def brought_libraries(step: Step) -> list[prefixes.StandinLibrary]:
+    """The stand-in's libraries a package brings: one built against a -devel package gets its run-time
+    library (run_exports: libmagma, mkl), or one asks for it at run time."""
+    names = {*step.host_names(), *step.run_names()}
+    return [library for library in prefixes.STANDIN_LIBRARIES if names & set(library.names)]
 
 
 def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]]:
@@ -109,6 +118,8 @@ def _ignore_build_products(standin: Path) -> Callable[[str, list[str]], set[str]
     products = {
         standin: {"build"},
         standin / "torch": {"include", "share", "bin", "version.py"},
+        # a configure writes it into the source tree (CMakeLists.txt, as upstream's ATen/Config.h)
+        standin / "aten" / "src" / "ATen": {"Config.h"},
     }
 
     def ignore(directory: str, names: list[str]) -> set[str]:
@@ -138,6 +149,14 @@ class StepResult:
     cpu_seconds: float = 0.0
     # build/megabuild-report.json as the driver left it after this step (None if it wrote none)
     driver_report: dict | None = None
+    # how many of ``objects`` the compiler compiled (ccache's misses, from its stats log of the step); None
+    # where the driver compiles without a cache (a Windows target): every object ninja ran was compiled
+    compiled: int | None = None
+
+    @property
+    def compiles(self) -> int:
+        """Real compiles of the step: the cache's misses, else every object ninja ran."""
+        return len(self.objects) if self.compiled is None else self.compiled
 
     @property
     def ok(self) -> bool:
@@ -308,8 +327,9 @@ class Rehearsal:
         ):
             self.progress(f"   host Python {minor}: venv template with {', '.join(packages) or 'pip only'}")
             prefixes.venv_template(self.cache_dir, minor, self.setup_log, packages, self.progress)
-        if any(set(step.host_names()) & set(_MAGMA_NAMES) for step in self.steps):
-            prefixes.magma_install(self.standin_tree.sources, self.cache_dir, self.setup_log)
+        for library in prefixes.STANDIN_LIBRARIES:
+            if any(set(step.host_names()) & set(library.names) for step in self.steps):
+                prefixes.library_install(self.standin_tree.sources, library, self.cache_dir, self.setup_log)
 
     # ---- one step ----------------------------------------------------------------------------------------
     def environment(self, step: Step) -> dict[str, str]:
@@ -317,6 +337,9 @@ class Rehearsal:
         functions it calls cited per line below), with the compiler packages' activation."""
         env = {key: os.environ[key] for key in INHERITED if key in os.environ}
         env.update(script_environment(step.script_env, os.environ))
+        # the compiler cache where conda-build's job keeps it without the variable (beside the work
+        # directory, in this rehearsal's directory): a caller's cache would mix other runs into its counts
+        env.pop(compiler_cache.LOCATION_VARIABLE, None)
         build_subdir = self.target.build_subdir
         target_subdir = self.target.subdir
         py = step.python
@@ -431,13 +454,13 @@ class Rehearsal:
         else:
             self.prefix.mkdir(parents=True)
         (self.prefix / "conda-meta").mkdir(exist_ok=True)
-        magma = any(name in _MAGMA_NAMES for name in names)
+        libraries = [library for library in prefixes.STANDIN_LIBRARIES if set(names) & set(library.names)]
         built = {result.step.name for result in self.packaged()}
         for installed in self.solver_installs([spec for spec in step.host if spec.split()[0] in built]):
             self.install_package(installed, self.prefix)
-            magma = magma or brings_libmagma(installed.step)
-        if magma:
-            self.install_magma(self.prefix)
+            libraries += brought_libraries(installed.step)
+        for library in dict.fromkeys(libraries):
+            self.install_library(library, self.prefix)
         self.write_package_record(step)
         if step.name != TOP_LEVEL_NAME:
             self.restore_pass1_host_files()
@@ -472,7 +495,7 @@ class Rehearsal:
         and copies them into every output's host prefix after creating it (build.py 2788-2796); they are
         there before the output's script runs, so they are not the output's files (build.py 1774,
         ``initial_files``)."""
-        top = next((r for r in self.results if r.step.name == TOP_LEVEL_NAME), None)
+        top = next((r for r in reversed(self.results) if r.step.name == TOP_LEVEL_NAME), None)
         if top is None or not top.new_files:
             return
         prefixes.install_files(self.pass1_host_backup, top.new_files, self.prefix)
@@ -514,18 +537,18 @@ class Rehearsal:
         assert result.package_dir is not None
         prefixes.install_files(result.package_dir, result.new_files, destination)
 
-    def install_magma(self, destination: Path) -> None:
-        magma = prefixes.magma_install(self.standin_tree.sources, self.cache_dir, self.setup_log)
-        files = sorted(prefixes.prefix_files(magma))
+    def install_library(self, library: prefixes.StandinLibrary, destination: Path) -> None:
+        built = prefixes.library_install(self.standin_tree.sources, library, self.cache_dir, self.setup_log)
+        files = sorted(prefixes.prefix_files(built))
         if not self.target.windows:
-            prefixes.install_files(magma, files, destination)
+            prefixes.install_files(built, files, destination)
             return
-        # conda's Windows libmagma: below %LIBRARY_PREFIX%, the library where the linker finds it (lib/, the
+        # conda's Windows libraries: below %LIBRARY_PREFIX%, the library where the linker finds it (lib/, the
         # import library's place) and where the loader does (bin/, the DLL's)
-        library = destination / "Library"
-        prefixes.install_files(magma, files, library)
-        prefixes.install_files(magma / "lib", [f.removeprefix("lib/") for f in files if f.startswith("lib/")],
-                               library / "bin")  # fmt: skip
+        root = destination / "Library"
+        prefixes.install_files(built, files, root)
+        prefixes.install_files(built / "lib", [f.removeprefix("lib/") for f in files if f.startswith("lib/")],
+                               root / "bin")  # fmt: skip
 
     def run_step(self, step: Step) -> StepResult:
         index = len(self.results)
@@ -535,6 +558,8 @@ class Rehearsal:
             result = StepResult(step, 0, 0.0, [], [], log, self._write_package(step, []))
             self.results.append(result)
             return result
+        if step.name == TOP_LEVEL_NAME and self.results:
+            self.fresh_source()
         if self.fresh_work_dir and step.name != TOP_LEVEL_NAME:
             self.restore_work_dir()
         self.provision_host(step)
@@ -571,9 +596,11 @@ class Rehearsal:
             log,
             modified_host_files=modified,
             cpu_seconds=cpu_seconds,
+            compiled=self.compiled_by_cache(objects) if returncode == 0 else None,
         )
         result.driver_report = _read_json(self.src_dir / "build" / "megabuild-report.json")
         if result.ok and step.name == TOP_LEVEL_NAME:
+            self.remover.discard(self.pass1_host_backup)
             prefixes.install_files(self.prefix, new_files, self.pass1_host_backup)
             if self.fresh_work_dir:
                 self.stash_work_dir()
@@ -589,7 +616,38 @@ class Rehearsal:
 
     def stash_work_dir(self) -> None:
         """Keep the work directory as the top-level build left it (real copies: builds rewrite files)."""
+        self.remover.discard(self.work_stash)
         shutil.copytree(self.src_dir, self.work_stash, symlinks=True)
+
+    def fresh_source(self) -> None:
+        """The next top-level build (another BLAS of the job) in a fresh work directory at the same path:
+        conda-build 26.7.1 renames ``work`` to ``work_moved_*`` and unpacks the source again there,
+        rattler-build 0.73.0 starts every staging in a fresh one (both measured); the compiler cache beside
+        it stays."""
+        self.remover.discard(self.src_dir)
+        self.standin_tree.copy_to(self.src_dir, ignore=_ignore_build_products(self.standin_tree.sources))
+
+    @property
+    def compiler_cache_root(self) -> Path:
+        """Where the driver keeps this rehearsal's compiler cache (``$SRC_DIR/..``, as under conda-build)."""
+        return self.dir / compiler_cache.FALLBACK_NAME
+
+    def compiled_by_cache(self, objects: list[str]) -> int | None:
+        """How many of a step's ``objects`` (what ninja ran) ccache compiled rather than served, by the stats
+        log ccache wrote for the step's pass (the compiles of CMake's own probes, not ninja's, are not
+        counted); None where the driver keeps no cache (a Windows target)."""
+        keyed = sorted(path for path in self.compiler_cache_root.glob("*") if path.is_dir())
+        if not keyed:
+            return None
+        if len(keyed) > 1:
+            raise ToolError(
+                f"{self.compiler_cache_root} holds {len(keyed)} caches; a rehearsal's driver keeps one"
+            )
+        if not objects:
+            return 0
+        logged = compiler_cache.read_stats_log(keyed[0] / compiler_cache.STATS_LOG_NAME)
+        sources = compiler_cache.compile_sources(self.src_dir / "build", os.environ)
+        return len(objects) - len(compiler_cache.served_from_cache(objects, logged, sources))
 
     def restore_work_dir(self) -> None:
         """A fresh copy of the stashed work directory at the same path (mtimes kept, so Ninja sees pass 1)."""
@@ -649,7 +707,8 @@ class Rehearsal:
             result = self.run_step(step)
             status = "ok" if result.ok else f"FAILED (exit {result.returncode})"
             self.progress(
-                f"      {status} in {result.seconds:.1f} s: {len(result.objects)} objects compiled, "
+                f"      {status} in {result.seconds:.1f} s: {result.compiles} of {len(result.objects)} "
+                "objects compiled (the rest served by the compiler cache), "
                 f"{len(result.new_files)} files into PREFIX"
             )
             if not result.ok:

@@ -13,7 +13,8 @@ template instead costs ten times the CPU of linking it, which a rehearsal pays f
 (by stat) and after a step that changed host files, and one found changed is made again, never linked.
 
 Sibling packages the host requires (``libtorch`` in ``pytorch``'s host) are installed from the rehearsal's
-own packages, and the stand-in's tiny libmagma plays conda-forge's ``libmagma``/``libmagma-devel``.
+own packages, and the stand-in's tiny libraries play conda-forge's ``libmagma``/``libmagma-devel`` and
+``mkl``/``mkl-devel`` (:data:`STANDIN_LIBRARIES`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from megabuild import atomic_file, staging
 
 # conda-forge package name -> PyPI distribution, for the host requirements that are Python packages. The
 # others (C++ libraries, compilers' run-times, pybind11-abi, ...) have nothing for the stand-in to use and
-# are not provided; libtorch, libtorch-cuda-linalg and libmagma(-devel) come from the harness.
+# are not provided; libtorch, libtorch-cuda-linalg, libmagma(-devel) and mkl(-devel) come from the harness.
 PYPI_NAMES = {
     "numpy": "numpy",
     "packaging": "packaging",
@@ -366,10 +368,25 @@ def build_prefix_template(cache_dir: Path, log: Path) -> Path:
     return made
 
 
-def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
-    """The stand-in's tiny libmagma, built once per source, CMake and compiler: the files conda-forge's
-    libmagma(-devel) would bring."""
-    sources = (standin / "third_party" / "magma").absolute()
+@dataclass(frozen=True)
+class StandinLibrary:
+    """A conda-forge package the stand-in's tiny library of ``third_party/<directory>`` plays: built once,
+    installed into the host prefixes (and the import checks' prefixes) conda would give those packages."""
+
+    directory: str  # below the stand-in's third_party/
+    names: tuple[str, ...]  # the package names that bring it (the -devel one and its run-time one)
+
+
+# MAGMA for the CUDA linalg library; MKL for a BLAS=MKL build (x86_64)
+MAGMA = StandinLibrary("magma", ("libmagma", "libmagma-devel"))
+MKL = StandinLibrary("mkl", ("mkl", "mkl-devel"))
+STANDIN_LIBRARIES = (MAGMA, MKL)
+
+
+def library_install(standin: Path, library: StandinLibrary, cache_dir: Path, log: Path) -> Path:
+    """The stand-in's tiny library, built once per source, CMake and compiler: the files conda-forge's
+    packages of ``library`` would bring."""
+    sources = (standin / "third_party" / library.directory).absolute()
 
     def make(making: cache_store.Making) -> None:
         build = making.staging.with_name(f"{making.staging.name}.build")  # a leftover of the same entry
@@ -383,24 +400,33 @@ def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
                 making.run(args, log)
         except subprocess.CalledProcessError as exc:
             raise ToolError(
-                f"could not build the stand-in's libmagma ({args[1]} failed): details in {log}"
+                f"could not build the stand-in's {library.names[0]} ({args[1]} failed): details in {log}"
             ) from exc
         finally:
             shutil.rmtree(build, ignore_errors=True)
 
-    made = cache_store.obtain(cache_dir, magma_key(standin), make)
+    made = cache_store.obtain(cache_dir, library_key(standin, library), make)
     assert made is not None
     return made
 
 
-def magma_key(standin: Path) -> cache_store.EntryKey:
-    """What the stand-in's libmagma follows from: its sources, CMake and the C++ compiler."""
+def library_key(standin: Path, library: StandinLibrary) -> cache_store.EntryKey:
+    """What the stand-in's library follows from: its sources, CMake and the C++ compiler."""
     inputs = {
-        "sources": cache_store.tree_digest(standin / "third_party" / "magma"),
+        "sources": cache_store.tree_digest(standin / "third_party" / library.directory),
         "cmake": tool_identity("cmake"),
         "cxx": tool_identity(os.environ.get("CXX") or "c++"),
     }
-    return cache_store.EntryKey("libmagma", "", inputs)
+    return cache_store.EntryKey(library.names[0], "", inputs)
+
+
+def magma_install(standin: Path, cache_dir: Path, log: Path) -> Path:
+    """The stand-in's tiny libmagma (conda-forge's libmagma/libmagma-devel)."""
+    return library_install(standin, MAGMA, cache_dir, log)
+
+
+def magma_key(standin: Path) -> cache_store.EntryKey:
+    return library_key(standin, MAGMA)
 
 
 def tool_identity(program: str) -> dict[str, str]:

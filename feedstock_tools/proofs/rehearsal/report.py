@@ -4,21 +4,19 @@ compile-work ratio, the import checks and the wall time; also written as ``summa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from feedstock_tools.proofs.rehearsal import ninja_log, prefixes
+from feedstock_tools.proofs.rehearsal import compile_work, ninja_log, prefixes
 from feedstock_tools.proofs.rehearsal import target as targets
-from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brings_libmagma
+from feedstock_tools.proofs.rehearsal.compile_work import WorkRatio
+from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult, brought_libraries
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 from feedstock_tools.proofs.wheels import linkage
-from megabuild import package_files, python_target
-
-# Targets whose objects legitimately compile again: the MAGMA linalg pass and every new Python (the
-# Python-linked targets of 2.13.0, as the driver defines them).
-LINALG_TARGETS = frozenset({"torch_cuda_linalg"})
+from megabuild import compiler_cache, package_files, python_target
 
 
 def python_targets(target_platform: str) -> frozenset[str]:
@@ -28,34 +26,11 @@ def python_targets(target_platform: str) -> frozenset[str]:
 DRIVER_REPORT = Path("build") / "megabuild-report.json"
 
 
-@dataclass(frozen=True)
-class WorkRatio:
-    compiled: int  # objects compiled over all steps
-    pass1: int
-    linalg: int  # linalg objects, counted once if a MAGMA linalg step ran
-    python_bindings: int
-    extra_pythons: int
-
-    @property
-    def expected(self) -> int:
-        return self.pass1 + self.linalg + self.python_bindings * self.extra_pythons
-
-    @property
-    def ratio(self) -> float:
-        return self.compiled / self.expected if self.expected else float("nan")
-
-    def formula(self) -> str:
-        return (
-            f"{self.compiled} / ({self.pass1} + {self.linalg} + {self.python_bindings} x "
-            f"{self.extra_pythons}) = {self.ratio:.2f}"
-        )
-
-
 def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
+    """The rehearsal's real compiles against the job's limit (compile_work.py)."""
     results = rehearsal.results
     pass1 = next(r for r in results if r.step.name == TOP_LEVEL_NAME)
-    pass1_targets = [ninja_log.target_of(o) for o in pass1.objects]
-    magma_step_ran = any(
+    magma_ran = any(
         r.step.name == package_files.LIBTORCH_CUDA_LINALG and r.step.variant.get("magma_variant") == "magma"
         for r in results
     )
@@ -65,14 +40,19 @@ def work_ratio(rehearsal: Rehearsal) -> WorkRatio:
     extra = len(
         {r.step.python for r in results if r.step.name == package_files.PYTORCH} - {rehearsal.pass1_python}
     )
-    return WorkRatio(
-        compiled=sum(len(r.objects) for r in results),
-        pass1=len(pass1.objects),
-        linalg=sum(t in LINALG_TARGETS for t in pass1_targets) if magma_step_ran else 0,
-        python_bindings=sum(
-            t in python_targets(pass1.step.variant.get("target_platform", "")) for t in pass1_targets
-        ),
+    depends = None
+    if pass1.compiled is not None:
+        sources = compiler_cache.compile_sources(rehearsal.src_dir / "build", os.environ)
+        declared = compile_work.read_declared(rehearsal.src_dir)
+        depends = compile_work.dependence(sources, rehearsal.src_dir, declared)
+    return compile_work.limit(
+        compiled=sum(r.compiles for r in results),
+        pass1_objects=pass1.objects,
+        python_linked=python_targets(pass1.step.variant.get("target_platform", "")),
+        depends=depends,
+        magma_ran=magma_ran,
         extra_pythons=extra,
+        extra_blases=sum(r.step.name == TOP_LEVEL_NAME for r in results) - 1,
     )
 
 
@@ -103,11 +83,13 @@ def steps_table(results: list[StepResult]) -> str:
                 f"{result.seconds:.1f}",
                 f"{result.cpu_seconds:.1f}",
                 str(len(result.objects)),
+                str(result.compiles),
                 target_list(targets),
                 str(len(result.new_files)),
             ]
         )
-    return table(["#", "step", "result", "s", "CPU s", "objects", "targets compiled", "files"], rows)
+    headers = ["#", "step", "result", "s", "CPU s", "objects", "compiled", "targets", "files"]
+    return table(headers, rows)
 
 
 def host_changes(results: list[StepResult]) -> list[str]:
@@ -137,7 +119,8 @@ def driver_report(rehearsal: Rehearsal) -> Any:
 
 
 def driver_table(report: Any) -> str:
-    """The driver's per-pass rows: pass, targets rebuilt, objects compiled, seconds, files staged.
+    """The driver's per-pass rows: pass, targets compiled, objects compiled, objects the compiler cache
+    served, seconds, files staged.
 
     Falls back to one column per plain key of the first row if the report has another shape."""
     rows = report.get("passes", report) if isinstance(report, dict) else report
@@ -145,12 +128,13 @@ def driver_table(report: Any) -> str:
         return json.dumps(report, indent=2)[:4000]
     if all("pass_name" in row and "objects_by_target" in row for row in rows):
         return table(
-            ["pass", "targets rebuilt", "objects compiled", "s", "files staged"],
+            ["pass", "targets compiled", "objects compiled", "from cache", "s", "files staged"],
             [
                 [
                     str(row["pass_name"]),
                     target_list(sorted(row["objects_by_target"])),
                     str(sum(row["objects_by_target"].values())),
+                    str(len(row.get("objects_from_cache") or ())),
                     _cell(row.get("seconds")),
                     _cell(row.get("staged_files")),
                 ]
@@ -172,7 +156,7 @@ _IMPORT_CHECK = """
 import json, os, torch
 print(json.dumps({"version": torch.__version__, "add(1,2,alpha=3)": torch.add(1.0, 2.0, 3.0),
                   "cuda": torch.cuda.is_compiled(), "has_magma": torch.cuda.has_magma(),
-                  "_C": os.path.basename(torch._C.__file__)}))
+                  "_C": os.path.basename(torch._C.__file__), "has_mkl": torch.has_mkl()}))
 """
 
 
@@ -192,7 +176,8 @@ class ImportCheck:
 
 
 def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels: list[str]) -> Path:
-    """A venv of ``python`` plus the named packages (and libmagma when a MAGMA package is among them)."""
+    """A venv of ``python`` plus the named packages (and the stand-in's libmagma or MKL where a package
+    brings it)."""
     template = prefixes.venv_template(
         rehearsal.cache_dir, python, rehearsal.setup_log, progress=rehearsal.progress
     )
@@ -202,24 +187,28 @@ def assemble_prefix(rehearsal: Rehearsal, destination: Path, python: str, labels
     for label in labels:
         result = next(r for r in rehearsal.results if r.step.label == label)
         rehearsal.install_package(result, destination)
-        if brings_libmagma(result.step):
-            rehearsal.install_magma(destination)
+        for library in brought_libraries(result.step):
+            rehearsal.install_library(library, destination)
     return destination
 
 
 def import_checks(rehearsal: Rehearsal) -> list[ImportCheck]:
     """``import torch`` in a prefix per built pytorch package with what the solver installs for it, and
-    once more with every other linalg build (first Python only): has_magma must follow the library."""
+    once more with every other linalg build of its BLAS (first Python of each BLAS only): has_magma must
+    follow the library."""
     checks: list[ImportCheck] = []
     root = rehearsal.dir / "import-check"
     pytorch = [r for r in rehearsal.results if r.step.name == package_files.PYTORCH and r.ok]
     combinations = [rehearsal.solver_installs([exact_spec(p)]) for p in pytorch]
-    if pytorch:
-        picked = {r.step.label for r in combinations[0]}
+    for blas in dict.fromkeys(p.step.blas for p in pytorch):
+        index, first = next((i, p) for i, p in enumerate(pytorch) if p.step.blas == blas)
+        picked = {r.step.label for r in combinations[index]}
         combinations += [
-            rehearsal.solver_installs([exact_spec(pytorch[0]), exact_spec(other)])
+            rehearsal.solver_installs([exact_spec(first), exact_spec(other)])
             for other in rehearsal.packaged()
-            if other.step.name == package_files.LIBTORCH_CUDA_LINALG and other.step.label not in picked
+            if other.step.name == package_files.LIBTORCH_CUDA_LINALG
+            and other.step.blas == blas
+            and other.step.label not in picked
         ]
     for installed in combinations:
         package = next(r for r in installed if r.step.name == package_files.PYTORCH)

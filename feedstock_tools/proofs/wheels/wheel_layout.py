@@ -334,18 +334,19 @@ def wheel_cuda_version(wheel: Path) -> str:
 
 
 def find_config(wheel: Path, tag: WheelTag) -> Configuration:
-    """The ``.ci_support`` configuration of the wheel's target: its subdir and CUDA version, generic BLAS
-    where the platform has both (win-64 builds MKL only), chosen as ``--platform``/``--cuda``/``--blas``
-    choose."""
+    """The ``.ci_support`` configuration of the wheel's target: its subdir and CUDA version, chosen as
+    ``--platform``/``--cuda``/``--blas`` choose, cut to generic BLAS where it builds that (win-64 builds MKL
+    only)."""
     cuda = wheel_cuda_version(wheel)
     fields = {"platform": tag.subdir, "cuda": "cpu" if cuda == "None" else cuda}
     preferred = [
         config_selector.ConfigFilter(**fields, blas="generic"),
         config_selector.ConfigFilter(**fields),
     ]
-    return config_selector.resolve_by_fields(
+    config = config_selector.resolve_by_fields(
         CI_SUPPORT, preferred, "--config (the one to check the linkage against)"
     )
+    return config.for_blas("generic") if "generic" in config.blases else config
 
 
 def run(

@@ -4,6 +4,7 @@ docs/reference/real-build.md."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 import zipfile
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from real_build_outcome import assert_a_job_of_both_blas
 
 from feedstock_tools.common.configuration import Configuration, read_configuration
 from feedstock_tools.common.errors import ToolError
@@ -26,6 +28,7 @@ CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
 CUDA_CONFIG = next(CI_SUPPORT.glob(real_build.CUDA_CONFIG + ".yaml"))
 CPU, CUDA = read_configuration(CPU_CONFIG), read_configuration(CUDA_CONFIG)
+CPU_PYTHONS, CUDA_PYTHONS = real_build.default_pythons(CPU), real_build.default_pythons(CUDA)
 V1_RECIPE = real_build.V1_DIR / "recipe.yaml"
 
 
@@ -124,7 +127,14 @@ def test_versions_come_from_the_recipes_specs() -> None:
     assert plan.compilers == {"c": "gcc_linux-64", "cxx": "gxx_linux-64"}
     assert plan.stdlib == "sysroot_linux-64"
     assert plan.pythons == {"3.12": "*_cpython"}
-    assert local_channel.build_strings(plan.needs["libblas"]) == ["h0netlib"]
+    # one libblas per build-string glob of the job's specs (its two BLAS): each spec finds its own
+    strings = local_channel.build_strings(plan.needs["libblas"])
+    assert len(strings) == len({spec.split()[-1] for spec in plan.needs["libblas"] if "*" in spec}) > 1
+    assert all(
+        any(fnmatch.fnmatch(b, spec.split()[-1]) for b in strings)
+        for spec in plan.needs["libblas"]
+        if "*" in spec
+    )
 
 
 def test_contradicting_specs_are_one_line() -> None:
@@ -177,20 +187,75 @@ def test_a_package_is_a_real_conda_file(tmp_path: Path) -> None:
     assert zipfile.is_zipfile(path)
 
 
-def test_the_compile_work_ratio_counts_each_pass_once() -> None:
+# objects of a small job's build and their sources, three of which the stand-in declares dependent
+# (tests/upstream_standin/compile_inputs.json): CPUBlas on the BLAS, Module on the Python,
+# BatchLinearAlgebra on MAGMA
+JOB_OBJECTS = {
+    "c10/CMakeFiles/c10.dir/core/Allocator.cpp.o": "c10/core/Allocator.cpp",
+    "caffe2/CMakeFiles/torch_cpu.dir/__/aten/src/ATen/native/CPUBlas.cpp.o": (
+        "aten/src/ATen/native/CPUBlas.cpp"
+    ),
+    "caffe2/torch/CMakeFiles/torch_python.dir/csrc/Module.cpp.o": "torch/csrc/Module.cpp",
+    "caffe2/torch/CMakeFiles/torch_python.dir/csrc/Size.cpp.o": "torch/csrc/Size.cpp",
+    "caffe2/CMakeFiles/torch_cuda_linalg.dir/__/aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp.o": (
+        "aten/src/ATen/native/cuda/linalg/BatchLinearAlgebra.cpp"
+    ),
+    "caffe2/CMakeFiles/torch_cuda_linalg.dir/__/aten/src/ATen/native/cuda/linalg/Other.cpp.o": (
+        "aten/src/ATen/native/cuda/linalg/Other.cpp"
+    ),
+}
+
+
+def _kept_reports(root: Path, passes: list[tuple[str, str, list[str]]]) -> Path:
+    """What REPORT_WRAPPER keeps of each pass (report, pass 1's state, compile database), in run order."""
+    reports, src = root / "reports", root / "work"
+    reports.mkdir(parents=True)
+    database = [
+        {"directory": str(src / "build"), "output": obj, "file": str(src / source)}
+        for obj, source in JOB_OBJECTS.items()
+    ]
+    for stamp, (name, blas, compiled) in enumerate(passes, start=1000):
+        by_target: dict[str, int] = {}
+        for obj in compiled:
+            target = obj.split("CMakeFiles/")[1].split(".dir/")[0]
+            by_target[target] = by_target.get(target, 0) + 1
+        record = {"pass_name": name, "objects_compiled": compiled, "objects_by_target": by_target}
+        (reports / f"{stamp}.json").write_text(json.dumps({"passes": [record]}))
+        (reports / f"{stamp}.pass1").write_text(json.dumps({"blas": blas}))
+        (reports / f"{stamp}.compdb").write_text(json.dumps(database))
+    return reports
+
+
+def test_the_compile_work_ratio_counts_real_compiles_against_the_jobs_limit(tmp_path: Path) -> None:
+    """A job of two BLAS and two Pythons in conda-build's order: pass 1 compiles all, MAGMA's pass its
+    dependent object, the new Python its Python-dependent one, the second BLAS its BLAS-dependent one;
+    everything else the compiler cache serves."""
     linked = python_target.python_linked_targets("linux-64")
-    first = {"c10": 4, "torch_python": 6, "_C": 1, "nnapi_backend": 1, "torch_cuda_linalg": 5}
-    passes = {
-        "1 libtorch-split": first,
-        "3 libtorch-cuda-linalg (magma)": {"torch_cuda_linalg": 5},
-        "3 libtorch-cuda-linalg (nomagma)": {},
-        "4 pytorch (py3.10)": {},
-        "4 pytorch (py3.12)": {"torch_python": 6, "_C": 1, "nnapi_backend": 1},
+    objects = list(JOB_OBJECTS)
+    cpublas, module, magma = objects[1], objects[2], objects[4]
+    passes = [
+        ("1 libtorch-split", "mkl", objects),
+        ("2 libtorch", "mkl", []),
+        ("3 libtorch-cuda-linalg (magma)", "mkl", [magma]),
+        ("3 libtorch-cuda-linalg (nomagma)", "mkl", []),
+        ("4 pytorch (py3.12)", "mkl", [module]),
+        ("4 pytorch (py3.10)", "mkl", []),
+        ("1 libtorch-split", "generic", [cpublas]),
+        ("2 libtorch", "generic", []),
+        ("3 libtorch-cuda-linalg (magma)", "generic", []),
+        ("4 pytorch (py3.12)", "generic", []),
+        ("4 pytorch (py3.10)", "generic", []),
+    ]
+    ratio = real_build.compile_work_ratio(_kept_reports(tmp_path / "good", passes), linked, "3.10")
+    assert (ratio.pass1, ratio.linalg, ratio.python_bindings, ratio.extra_pythons) == (6, 1, 1, 1)
+    assert (ratio.blas, ratio.blas_static, ratio.blas_python, ratio.extra_blases) == (1, 0, 0, 1)
+    assert ratio.compiled == ratio.expected == 6 + 1 + 1 * 1 + 1 * (1 + 0 + 0 * 2)
+    assert real_build.passes_from_reports(tmp_path / "good" / "reports")["1 libtorch-split [generic]"] == {
+        "torch_cpu": 1
     }
-    assert real_build.compile_work_ratio(passes, linked, "3.10") == (17 + 5 + 8, 17 + 5 + 8)
-    passes["4 pytorch (py3.10)"] = {"c10": 4}  # a pass recompiling what it must not
-    done, minimum = real_build.compile_work_ratio(passes, linked, "3.10")
-    assert done > minimum
+    passes[5] = ("4 pytorch (py3.10)", "mkl", [objects[0]])  # a pass recompiling what it must not
+    ratio = real_build.compile_work_ratio(_kept_reports(tmp_path / "bad", passes), linked, "3.10")
+    assert ratio.compiled == ratio.expected + 1
 
 
 def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
@@ -264,7 +329,7 @@ def assert_the_recipes_tests_were_kept(build: real_build.BuildOutcome, config: C
     from rattler_build import Package
 
     rendered = {}
-    for output in rattler_render.render(V1_RECIPE, config, real_build.DEFAULT_PYTHONS):
+    for output in rattler_render.render(V1_RECIPE, config, real_build.default_pythons(config)):
         rendered.setdefault(output.name, output.recipe.get("tests", []))
     for path in build.packages:
         package = Package.from_file(path)
@@ -287,7 +352,11 @@ def real_build_of(config: Configuration, factory: pytest.TempPathFactory) -> rea
     """rattler-build of the v1 recipe for ``config``, CI's Pythons, the local channel in the shared cache."""
     work = factory.mktemp("rattler-build")
     return real_build.run_build(
-        config, work / "out", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS, progress=lambda line: None
+        config,
+        work / "out",
+        real_build.DEFAULT_CACHE,
+        real_build.default_pythons(config),
+        progress=lambda line: None,
     )
 
 
@@ -297,21 +366,13 @@ def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutco
 
 
 @pytest.mark.rattler_build
-def test_rattler_build_builds_the_cpu_configuration(
-    cpu_build: real_build.BuildOutcome, tmp_path: Path
-) -> None:
-    names = sorted(p.name.rsplit("-", 2)[0] for p in cpu_build.packages)
-    expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CPU, real_build.DEFAULT_PYTHONS))
-    assert names == expected
-    linked = python_target.python_linked_targets("linux-64")
-    done, minimum = real_build.compile_work_ratio(cpu_build.passes, linked, CPU.python_min)
-    assert done == minimum
-    assert set(cpu_build.passes["4 pytorch (py3.12)"]) == set(linked)
-    assert sum(cpu_build.passes["2 libtorch"].values()) == 0
+def test_rattler_build_builds_the_cpu_job(cpu_build: real_build.BuildOutcome, tmp_path: Path) -> None:
+    expected = [o.name for o in rattler_render.render(V1_RECIPE, CPU, CPU_PYTHONS)]
+    assert_a_job_of_both_blas(cpu_build, CPU, expected, tmp_path / "extracted")
     assert_the_recipes_tests_were_kept(cpu_build, CPU)
     meta, machine = real_build.metapackage_and_machine(CPU)
     assert meta == "pytorch-cpu"
-    for minor in real_build.DEFAULT_PYTHONS:
+    for minor in CPU_PYTHONS:
         installed = real_build.install_and_use(cpu_build, meta, tmp_path / f"p{minor}", machine, minor)
         assert any(name.startswith(f"python-{minor}.") for name in installed)
         assert any(name.startswith("pytorch-cpu-") for name in installed)
@@ -323,27 +384,25 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> real_build.BuildOutc
 
 
 @pytest.mark.rattler_build
-def test_rattler_build_builds_a_cuda_configuration(
-    cuda_build: real_build.BuildOutcome, tmp_path: Path
-) -> None:
-    expected = sorted(o.name for o in rattler_render.render(V1_RECIPE, CUDA, real_build.DEFAULT_PYTHONS))
-    assert sorted(p.name.rsplit("-", 2)[0] for p in cuda_build.packages) == expected
-    linked = python_target.python_linked_targets("linux-64")
-    done, minimum = real_build.compile_work_ratio(cuda_build.passes, linked, CUDA.python_min)
-    assert done == minimum
-    # the MAGMA pass recompiles exactly torch_cuda_linalg, the other linalg build and libtorch nothing
-    assert set(cuda_build.passes["3 libtorch-cuda-linalg (magma)"]) == {"torch_cuda_linalg"}
-    assert sum(cuda_build.passes["3 libtorch-cuda-linalg (nomagma)"].values()) == 0
+def test_rattler_build_builds_the_cuda_job(cuda_build: real_build.BuildOutcome, tmp_path: Path) -> None:
+    expected = [o.name for o in rattler_render.render(V1_RECIPE, CUDA, CUDA_PYTHONS)]
+    assert_a_job_of_both_blas(cuda_build, CUDA, expected, tmp_path / "extracted")
+    # each BLAS's MAGMA pass compiles within torch_cuda_linalg only, the other linalg build nothing
+    for label, by_target in cuda_build.passes.items():
+        if label.startswith("3 libtorch-cuda-linalg (magma)"):
+            assert set(by_target) <= {"torch_cuda_linalg"}, label
+        elif label.startswith("3 libtorch-cuda-linalg (nomagma)"):
+            assert by_target == {}, label
     assert_the_recipes_tests_were_kept(cuda_build, CUDA)
     # the driver built with the recipe's GPU architectures (script.env), which libtorch's activation exports
     from conda_package_handling import api
 
-    (libtorch,) = [p for p in cuda_build.packages if p.name.rsplit("-", 2)[0] == "libtorch"]
+    libtorch = next(p for p in cuda_build.packages if p.name.rsplit("-", 2)[0] == "libtorch")
     api.extract(str(libtorch), str(tmp_path / "libtorch"))
     from megabuild import activation
 
     script = (tmp_path / "libtorch" / activation.ACTIVATE).read_text()
-    rendered = rattler_render.render(V1_RECIPE, CUDA, ["3.12"])
+    rendered = rattler_render.render(V1_RECIPE, CUDA, CUDA_PYTHONS[-1:])
     (arch_list,) = {
         o.recipe["build"]["script"]["env"]["MEGABUILD_CUDA_ARCH_LIST"]
         for o in rendered
@@ -352,7 +411,7 @@ def test_rattler_build_builds_a_cuda_configuration(
     assert f"{activation.VARIABLE}={arch_list}" in script.replace('"', "").replace("'", "")
     meta, machine = real_build.metapackage_and_machine(CUDA)
     assert meta == "pytorch-gpu"
-    installed = real_build.install_and_use(cuda_build, meta, tmp_path / "prefix", machine, "3.12")
+    installed = real_build.install_and_use(cuda_build, meta, tmp_path / "prefix", machine, CUDA_PYTHONS[-1])
     # the solver prefers the MAGMA build (+50) and brings libmagma with it
     assert any(n.startswith("libtorch-cuda-linalg-") and "_magma_" in n for n in installed)
     assert any(n.startswith("libmagma-") for n in installed)

@@ -6,6 +6,7 @@ conda-build")."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from bump_fixtures import copy_feedstock
+from real_build_outcome import assert_a_job_of_both_blas
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.configuration import read_configuration
@@ -25,7 +27,6 @@ from feedstock_tools.common.run_lock import RunLock
 from feedstock_tools.conda.recipe_render import render_recipe
 from feedstock_tools.proofs.builders import real_build, real_build_conda
 from feedstock_tools.proofs.builders.build_watch import BuildWatch
-from megabuild import python_target
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CPU_CONFIG = next(CI_SUPPORT.glob(real_build.DEFAULT_CONFIG + ".yaml"))
@@ -168,11 +169,14 @@ def test_the_standin_path_reaches_the_copy_whole(tmp_path: Path, parent: str) ->
 
 def test_the_report_wrapper_copies_into_a_work_directory_of_any_name(tmp_path: Path) -> None:
     """build.sh's wrapper names the reports directory through shlex: a work directory under "run #2" with a
-    "$" and a quote in its name gets each pass's report and ninja log."""
+    "$" and a quote in its name gets each pass's report, ninja log, pass 1's state and compile database."""
     recipe_dir, source = tmp_path / "recipe", tmp_path / "src"
-    (source / "build").mkdir(parents=True)
+    (source / "build" / "megabuild").mkdir(parents=True)
     (source / "build" / "megabuild-report.json").write_text("{}")
     (source / "build" / ".ninja_log").write_text("# ninja log v5\n")
+    (source / "build" / "megabuild" / "pass1.json").write_text('{"blas": "MKL"}')
+    ninja_file = "rule cc\n  command = cc -c $in -o $out\nbuild a.o: cc a.c\n"
+    (source / "build" / "build.ninja").write_text(ninja_file)
     recipe_dir.mkdir()
     (recipe_dir / "build.sh").write_text("true\n")
     reports = tmp_path / "run #2" / "it's $HOME" / "reports"
@@ -180,7 +184,9 @@ def test_the_report_wrapper_copies_into_a_work_directory_of_any_name(tmp_path: P
     real_build.wrap_build_script(recipe_dir, reports)
     environ = {**os.environ, "RECIPE_DIR": str(recipe_dir), "SRC_DIR": str(source)}
     subprocess.run(["bash", str(recipe_dir / "build.sh")], env=environ, check=True)
-    assert sorted(path.suffix for path in reports.iterdir()) == [".json", ".ninja_log"]
+    assert sorted(path.suffix for path in reports.iterdir()) == [".compdb", ".json", ".ninja_log", ".pass1"]
+    (database,) = json.loads(next(reports.glob("*.compdb")).read_text())
+    assert (database["output"], database["file"]) == ("a.o", "a.c")
 
 
 def test_a_standin_path_conda_build_would_read_as_jinja_or_a_selector_is_refused(tmp_path: Path) -> None:
@@ -282,22 +288,19 @@ def test_a_failed_build_is_one_line_naming_the_output_and_leaves_no_packages(tmp
     not os.environ.get(real_build_conda.TOOLS_VARIABLE),
     reason=f"no real conda-build (CI has none): {real_build_conda.HOW_TO_GET}",
 )
-def test_conda_build_builds_and_tests_the_cpu_configuration(tmp_path: Path) -> None:
-    """The real conda-build 26.7.1 builds and tests every output of recipe/meta.yaml, its own order; the
-    compile work is pass 1 + the Python-linked objects once per other Python
-    (docs/reference/real-build.md)."""
+def test_conda_build_builds_and_tests_the_cpu_job(tmp_path: Path) -> None:
+    """The real conda-build 26.7.1 builds and tests every output of recipe/meta.yaml for linux-64's CPU job
+    (both BLAS), its own order, at the compile-work limit (docs/reference/real-build.md)."""
     config = read_configuration(CPU_CONFIG)
+    pythons = real_build.default_pythons(config)
     outcome = real_build.run_build(
-        config, tmp_path / "work", real_build.DEFAULT_CACHE, real_build.DEFAULT_PYTHONS,
+        config, tmp_path / "work", real_build.DEFAULT_CACHE, pythons,
         builder="conda-build", progress=lambda line: None,
     )  # fmt: skip
-    names = sorted(p.name.rsplit("-", 2)[0] for p in outcome.packages)
-    chosen = [p.spec for p in config.pythons if p.version in real_build.DEFAULT_PYTHONS]
-    assert names == sorted(o.name for o in render_recipe(REPO_ROOT / "recipe", config).outputs if
-                           o.name != "pytorch" or o.variant["python"] in chosen)  # fmt: skip
-    linked = python_target.python_linked_targets("linux-64")
-    done, minimum = real_build.compile_work_ratio(outcome.passes, linked, config.python_min)
-    assert done == minimum
+    chosen = [p.spec for p in config.pythons if p.version in pythons]
+    expected = [o.name for o in render_recipe(REPO_ROOT / "recipe", config).outputs
+                if o.name != "pytorch" or o.variant["python"] in chosen]  # fmt: skip
+    assert_a_job_of_both_blas(outcome, config, expected, tmp_path / "extracted")
 
 
 def test_two_builders_packages_are_compared_file_by_file(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """The megabuild rehearsal: the recipe's real build.sh and driver against the upstream stand-in.
 
-One CUDA and one CPU configuration are rehearsed once per session; the tests read what happened from
-the build directory (``.ninja_log``, ``build.ninja``, ``install_manifest.txt``), the packages the harness
-collected and prefixes assembled from them. Expected object sets come from the build's own target
-membership, never from a list written here.
+One CUDA and one CPU configuration are rehearsed once per session, each a job of both BLAS (one group of
+top-level build and outputs per BLAS, the second compiled through the first's compiler cache); the tests read
+what happened from the build directory (``.ninja_log``, ``build.ninja``, ``install_manifest.txt``), the
+packages the harness collected and prefixes assembled from them. Expected object sets come from the build's
+own target membership, never from a list written here.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from recipe_matrix import RECIPE_VERSION
+from recipe_matrix import RECIPE_VERSION, ci_config
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded, two_pythons
 
 from feedstock_tools.common import user_cache
-from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.proofs.rehearsal import ninja_log, report
-from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal, StepResult
+from feedstock_tools.proofs.rehearsal.harness import Rehearsal, StepResult
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 from feedstock_tools.proofs.wheels import linkage
 from megabuild import activation
@@ -30,25 +30,25 @@ from megabuild.cmake_cache import CMakeCache
 
 pytestmark = pytest.mark.rehearsal
 
-CI_SUPPORT = REPO_ROOT / ".ci_support"
 # Venv templates (numpy from PyPI) and the stand-in's libmagma survive between sessions here.
 CACHE = user_cache.rehearsal_cache()
 LINALG = "libtorch-cuda-linalg"
 
 
 def _config(*, cuda: bool) -> Path:
-    for path in sorted(CI_SUPPORT.glob("linux_64_blas_implgeneric*.yaml")):
-        if (read_configuration(path).cuda is not None) == cuda:
-            return path
-    pytest.fail(f"no linux-64 generic-BLAS {'CUDA' if cuda else 'CPU'} configuration in {CI_SUPPORT}")
+    """linux-64's CUDA 12.9 or CPU job: both BLAS, by its fields."""
+    config = ci_config("linux-64", "12.9" if cuda else "cpu")
+    assert config.blases == ("generic", "mkl"), config.name
+    return config.path
 
 
 def _rehearse(config: Path, work_root: Path, *, alternative: bool = False) -> Rehearsal:
-    """conda-build's order with the rehearsal's default seed (pass 1's Python after the others among the
-    pytorch outputs, as conda-build 26.7.1 built 3.10 after 3.12 with PYTHONHASHSEED 0), or ``alternative``:
-    every output's variants reversed, each output with a fresh copy of pass 1's work directory (as
-    rattler-build does), for two Pythons (pass 1's, now first, and the newest: the order is the point)."""
-    for tool in ("cmake", "ninja", "g++", "readelf", "patchelf"):
+    """Two Pythons (pass 1's and the newest, tests/rehearsal_outcome.py two_pythons) of both BLAS in
+    conda-build's order with the rehearsal's default seed (the MKL group first; pass 1's Python after the
+    other among the pytorch outputs, as conda-build 26.7.1 built 3.10 after 3.12 with PYTHONHASHSEED 0), or
+    ``alternative``: the groups and every output's variants reversed, each output with a fresh copy of pass
+    1's work directory (as rattler-build does)."""
+    for tool in ("cmake", "ninja", "ccache", "g++", "readelf", "patchelf"):
         if shutil.which(tool) is None:
             pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
     rehearsal = Rehearsal(
@@ -58,7 +58,7 @@ def _rehearse(config: Path, work_root: Path, *, alternative: bool = False) -> Re
         progress=lambda _line: None,
         reverse_variants=alternative,
         fresh_work_dir=alternative,
-        pythons=two_pythons(config) if alternative else None,
+        pythons=two_pythons(config),
     )
     rehearsal.prepare()
     # strict: a pass that compiles outside its expected targets fails (as the driver's --strict)
@@ -165,15 +165,20 @@ def test_the_cuda_build_has_the_lazy_linalg_library_and_the_cpu_build_none(rehea
 
 
 def test_compile_work_ratio_is_exactly_one(cuda_rehearsals: Rehearsal) -> None:
-    """pass 1 + the MAGMA library + the Python-linked objects once per Python but pass 1's, in conda-build's
-    order: here one where pass 1's Python comes after the others (the shared work directory returns to it),
-    or its reverse."""
+    """pass 1 + MAGMA's linalg objects + the Python-dependent objects once per Python but pass 1's + for the
+    second BLAS its BLAS-dependent objects (none of them Python-linked, as in 2.6.0), counted as the compiler
+    cache's misses, in conda-build's order: here one where pass 1's Python comes after the others (the shared
+    work directory returns to it), or its reverse."""
     rehearsal = cuda_rehearsals
     ratio = report.work_ratio(rehearsal)
-    assert ratio.pass1 > 0 and ratio.python_bindings > 0
+    assert ratio.pass1 > 0 and ratio.python_bindings > 0 and ratio.linalg > 0
+    assert ratio.extra_blases == 1 and ratio.blas > 0 and ratio.blas_python == ratio.blas_static == 0
     pythons = [r.step.python for r in rehearsal.results if r.step.name == "pytorch"]
-    assert ratio.extra_pythons == len(set(pythons) - {rehearsal.pass1_python}) == len(pythons) - 1
+    assert ratio.extra_pythons == len(set(pythons) - {rehearsal.pass1_python}) == len(pythons) // 2 - 1
     assert ratio.compiled == ratio.expected, ratio.formula()
+    # the second BLAS's pass 1 compiled its BLAS-dependent objects alone; ninja ran every edge again
+    second = [r for r in rehearsal.results if r.step.name == TOP_LEVEL_NAME][1]
+    assert second.compiles == ratio.blas + ratio.blas_static + ratio.blas_python < len(second.objects)
 
 
 def test_the_default_order_returns_to_pass_1s_python(cuda_rehearsal: Rehearsal) -> None:
@@ -185,15 +190,25 @@ def test_the_default_order_returns_to_pass_1s_python(cuda_rehearsal: Rehearsal) 
     assert "Python-linked products of Python " + back.step.python + ": restored" in back.log.read_text()
 
 
-def test_the_driver_report_agrees_with_the_ninja_log(rehearsal: Rehearsal) -> None:
+def test_the_driver_report_agrees_with_the_ninja_log_and_the_cache(rehearsal: Rehearsal) -> None:
+    """Each BLAS's work directory holds the report of its own passes (with a fresh copy per output, each
+    output's last pass is gathered): what ninja ran, split into what the compiler compiled and what its
+    cache served, as ccache's own log of the step says."""
+    last_blas = rehearsal.results[-1].step.blas
     driver = report.driver_report(rehearsal)
     assert driver is not None, f"the driver wrote no {report.DRIVER_REPORT}"
     passes = driver["passes"]
-    scripted = [result for result in rehearsal.results if result.step.has_script]
+    scripted = [
+        r
+        for r in rehearsal.results
+        if r.step.has_script and (rehearsal.fresh_work_dir or r.step.blas == last_blas)
+    ]
     assert len(passes) == len(scripted)
     for record, result in zip(passes, scripted, strict=True):
         assert record["package"] == result.step.name
-        assert sorted(record["objects_compiled"]) == sorted(result.objects), record["pass_name"]
+        ran = [*record["objects_compiled"], *record["objects_from_cache"]]
+        assert sorted(ran) == sorted(result.objects), record["pass_name"]
+        assert len(record["objects_compiled"]) == result.compiles, record["pass_name"]
 
 
 # ---- MAGMA ----------------------------------------------------------------------------------------------
@@ -209,21 +224,43 @@ def package_of(rehearsal: Rehearsal, label: str) -> StepResult:
 
 
 def test_magma_and_nomagma_linalg_differ_exactly_by_the_magma_link(cuda_rehearsal: Rehearsal) -> None:
-    libraries = {
-        variant: package_of(cuda_rehearsal, f"{LINALG}-{variant}").package_dir / "lib/libtorch_cuda_linalg.so"
-        for variant in ("magma", "nomagma")
-    }
-    with_magma, without = needed(libraries["magma"]), needed(libraries["nomagma"])
-    assert "libtorch_cpu.so" in without
-    assert with_magma - without == {"libmagma.so"}
-    assert without - with_magma == set()
+    for blas in ("generic", "mkl"):
+        libraries = {
+            variant: package_of(cuda_rehearsal, f"{LINALG}-{blas}-{variant}").package_dir
+            / "lib/libtorch_cuda_linalg.so"
+            for variant in ("magma", "nomagma")
+        }
+        with_magma, without = needed(libraries["magma"]), needed(libraries["nomagma"])
+        assert "libtorch_cpu.so" in without
+        assert with_magma - without == {"libmagma.so"}
+        assert without - with_magma == set()
+
+
+# ---- BLAS -------------------------------------------------------------------------------------------------
+def test_each_blas_packages_what_its_own_pass_1_built(rehearsal: Rehearsal) -> None:
+    """The MKL libtorch's libtorch_cpu links and calls MKL and ships Config.h saying so; the generic one's
+    has no trace of it; each pytorch's torch._C says its BLAS (the import checks)."""
+    for blas in ("generic", "mkl"):
+        libtorch = package_of(rehearsal, f"libtorch-{blas}").package_dir
+        assert libtorch is not None
+        symbols = subprocess.run(
+            ["readelf", "--dyn-syms", str(libtorch / "lib" / "libtorch_cpu.so")],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        mkl = blas == "mkl"
+        assert ("libmkl_rt.so.2" in needed(libtorch / "lib" / "libtorch_cpu.so")) is mkl
+        assert (" UND mkl_get_max_threads" in symbols) is mkl
+        config = (libtorch / "include" / "ATen" / "Config.h").read_text()
+        assert f"#define AT_MKL_ENABLED() {int(mkl)}" in config
+    checks = concluded(rehearsal).import_checks
+    assert checks and all(f'"has_mkl": {str("-mkl-" in c.label).lower()}' in c.detail for c in checks)
 
 
 # ---- packages ---------------------------------------------------------------------------------------------
-def test_the_top_level_build_packages_nothing(rehearsal: Rehearsal) -> None:
-    top = rehearsal.results[0]
-    assert top.step.name == TOP_LEVEL_NAME
-    assert top.new_files == []
+def test_the_top_level_builds_package_nothing(rehearsal: Rehearsal) -> None:
+    tops = [result for result in rehearsal.results if result.step.name == TOP_LEVEL_NAME]
+    assert rehearsal.results[0] == tops[0] and len(tops) == 2  # one per BLAS
+    assert [top.new_files for top in tops] == [[], []]
 
 
 def test_packages_of_different_names_share_no_file(rehearsal: Rehearsal) -> None:
@@ -268,9 +305,10 @@ def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) ->
             assert scripts <= set(result.new_files), f"{result.step.label} lacks the activation scripts"
             accounted |= scripts
     checked = []
+    last_blas = rehearsal.results[-1].step.blas
     for result in rehearsal.results:
-        if result.step.name != "pytorch":
-            continue
+        if result.step.name != "pytorch" or result.step.blas != last_blas:
+            continue  # the other BLAS's work directory (and its setuptools trees) went with its group
         site = f"lib/python{result.step.python}/site-packages/"
         tag = result.step.python.replace(".", "")
         setuptools_tree = next(  # setup.py's build/lib.*, or the unpacked wheel of scikit-build-core's pass
@@ -296,7 +334,7 @@ def test_every_installed_file_is_in_exactly_one_package(rehearsal: Rehearsal) ->
     extra = {
         path
         for result in rehearsal.results
-        if result.step.name != "pytorch" or result in checked
+        if (result.step.name != "pytorch" and result.step.blas == last_blas) or result in checked
         for path in result.new_files
         if path not in accounted and ".dist-info/" not in path
     }
@@ -350,14 +388,14 @@ def test_import_torch_in_a_prefix_made_from_the_packages(cuda_rehearsals: Rehear
     assert all(check.ok for check in checks), [check for check in checks if not check.ok]
     for python in pythons:
         tag = python.replace(".", "")
-        ours = [check for check in checks if check.label.endswith(f"pytorch-py{python}")]
+        ours = [check for check in checks if check.label.endswith(f"-py{python}")]
         assert ours, f"no import check for Python {python}"
         for check in ours:
             assert f'"version": "{RECIPE_VERSION}"' in check.detail  # the stand-in builds the recipe's
             assert f"_C.cpython-{tag}" in check.detail
             cuda = LINALG in check.label
             assert f'"cuda": {str(cuda).lower()}' in check.detail
-            magma = f"{LINALG}-magma+" in check.label
+            magma = re.search(rf"{LINALG}-\w+-magma\+", check.label) is not None
             assert f'"has_magma": {str(magma).lower()}' in check.detail
 
 
@@ -455,8 +493,9 @@ def test_find_package_torch_works_from_prefix_and_site_packages(
     cuda_rehearsal: Rehearsal, tmp_path: Path
 ) -> None:
     pytorch = next(r for r in cuda_rehearsal.results if r.step.name == "pytorch")
+    libtorch = f"libtorch-{pytorch.step.blas}"
     prefix = report.assemble_prefix(
-        cuda_rehearsal, tmp_path / "prefix", pytorch.step.python, ["libtorch", pytorch.step.label]
+        cuda_rehearsal, tmp_path / "prefix", pytorch.step.python, [libtorch, pytorch.step.label]
     )
     project = tmp_path / "consumer"
     project.mkdir()

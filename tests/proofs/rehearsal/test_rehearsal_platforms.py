@@ -16,9 +16,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from recipe_matrix import ci_config
 from rehearsal_outcome import assert_rehearsal_succeeded, concluded, two_pythons
 
 from feedstock_tools.common import user_cache
+from feedstock_tools.common.configuration import read_configuration
 from feedstock_tools.proofs.rehearsal import target as targets
 from feedstock_tools.proofs.rehearsal.harness import REPO_ROOT, Rehearsal
 from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
@@ -27,15 +29,25 @@ pytestmark = pytest.mark.rehearsal
 
 CI_SUPPORT = REPO_ROOT / ".ci_support"
 CACHE = user_cache.rehearsal_cache()
-OSX_64 = CI_SUPPORT / "osx_64_blas_implgeneric.yaml"
+# osx-64's one job: both BLAS (the other platforms' CPU jobs build generic only)
+OSX_64 = ci_config("osx-64").path
 
 
-def _rehearsal(config: Path, work_root: Path, pythons: frozenset[str] | None = None) -> Rehearsal:
-    for tool in ("cmake", "ninja", "g++", "readelf", "patchelf"):
+def _rehearsal(
+    config: Path, work_root: Path, pythons: frozenset[str] | None = None, blas: str | None = None
+) -> Rehearsal:
+    """A rehearsal of ``config`` (``blas``: only that BLAS's top-level build and outputs)."""
+    for tool in ("cmake", "ninja", "ccache", "g++", "readelf", "patchelf"):
         if shutil.which(tool) is None:
             pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
+    configuration = read_configuration(config)
     return Rehearsal(
-        config, work_root=work_root, cache_root=CACHE, progress=lambda _line: None, pythons=pythons
+        config,
+        configuration=configuration.for_blas(blas) if blas else configuration,
+        work_root=work_root,
+        cache_root=CACHE,
+        progress=lambda _line: None,
+        pythons=pythons,
     )
 
 
@@ -65,13 +77,15 @@ def test_osx_cross_compiles_each_object_once_and_passes_strict(osx_cross: Rehear
 
 
 def test_osx_cross_libraries_are_dylibs_named_by_their_file(osx_cross: Rehearsal):
-    (libtorch,) = [r for r in osx_cross.results if r.step.name == "libtorch"]
-    libraries = [f for f in libtorch.new_files if f.startswith("lib/")]
-    assert libraries and all(f.endswith(".dylib") for f in libraries), libraries
-    assert libtorch.package_dir is not None
-    for rel in libraries:
-        # the ELF counterpart of the install name @rpath/<file>: consumers record the file name
-        assert _readelf(libtorch.package_dir / rel, "SONAME") == [Path(rel).name]
+    libtorch = [r for r in osx_cross.results if r.step.name == "libtorch"]
+    assert [r.step.blas for r in libtorch] == ["mkl", "generic"]  # one job, both BLAS, MKL first
+    for result in libtorch:
+        libraries = [f for f in result.new_files if f.startswith("lib/")]
+        assert libraries and all(f.endswith(".dylib") for f in libraries), libraries
+        assert result.package_dir is not None
+        for rel in libraries:
+            # the ELF counterpart of the install name @rpath/<file>: consumers record the file name
+            assert _readelf(result.package_dir / rel, "SONAME") == [Path(rel).name]
 
 
 def test_osx_cross_pytorch_packages_carry_the_darwin_extension(osx_cross: Rehearsal):
@@ -144,7 +158,7 @@ def test_without_cross_python_the_host_python_cannot_run(tmp_path: Path, host_py
 def test_without_patch_0012_the_pytorch_pass_stops_at_the_untagged_extension(tmp_path: Path, host_pythons):
     """The stand-in without the recipe's patch 0012 (CMake >= 4.1's empty cross SOABI): _C comes out as
     _C.so and the driver's staging check stops the pytorch pass with one line, staging nothing."""
-    rehearsal = _rehearsal(OSX_64, tmp_path)
+    rehearsal = _rehearsal(OSX_64, tmp_path, blas="generic")
     rehearsal.prepare()
     environment = rehearsal.environment
 

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from recipe_matrix import ci_config
 
 from feedstock_tools.common import user_cache
 from feedstock_tools.maintainer.version_compare import satisfies
@@ -27,9 +28,9 @@ from feedstock_tools.proofs.rehearsal.plan import TOP_LEVEL_NAME
 
 pytestmark = pytest.mark.rehearsal
 
-CUDA_CONFIG = next(
-    (REPO_ROOT / ".ci_support").glob("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml")
-)
+# one BLAS of linux-64's CUDA 12.9 job: the scikit-build-core passes are the point here (both BLAS of a job:
+# test_rehearsal.py)
+CUDA_CONFIG = ci_config("linux-64", "12.9").for_blas("generic")
 CACHE = user_cache.rehearsal_cache()
 LAYOUT = REPO_ROOT / "tests" / "data" / "torch-2.15.0-cp312-manylinux_2_28_x86_64-wheel-layout.txt.gz"
 WHEELS = Path("build") / "megabuild-wheels"
@@ -37,11 +38,12 @@ WHEELS = Path("build") / "megabuild-wheels"
 
 @pytest.fixture(scope="session")
 def skbuild_rehearsal(tmp_path_factory: pytest.TempPathFactory, host_pythons) -> Rehearsal:
-    for tool in ("cmake", "ninja", "g++", "readelf", "patchelf"):
+    for tool in ("cmake", "ninja", "ccache", "g++", "readelf", "patchelf"):
         if shutil.which(tool) is None:
             pytest.skip(f"the rehearsal needs {tool} on PATH (see .ci/run)")
     rehearsal = Rehearsal(
-        CUDA_CONFIG,
+        CUDA_CONFIG.path,
+        configuration=CUDA_CONFIG,
         work_root=tmp_path_factory.mktemp("rehearsal-skbuild"),
         cache_root=CACHE,
         standin=standins.SKBUILD,

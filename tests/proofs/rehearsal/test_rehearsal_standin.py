@@ -3,7 +3,9 @@ around, or the rehearsal would prove nothing. No driver here; the cache is edite
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -166,3 +168,24 @@ def test_environment_forwarding_never_overrides_the_cache(tmp_path: Path) -> Non
     assert "IGNORED" not in cache
     subprocess.run(["cmake", str(build)], env={**env, "USE_CUDNN": "ON"}, check=True, capture_output=True)
     assert cache_of(build).get("USE_CUDNN") == "OFF"
+
+
+def test_the_declared_compile_inputs_are_the_sources_that_read_them() -> None:
+    """compile_inputs.json (the rehearsal's compile-work limit reads it) names exactly the sources whose
+    preprocessed input a Python's headers, the BLAS macro or MAGMA's switch changes (the BLAS: any use of
+    AT_MKL_ENABLED() but "AT_MKL_ENABLED() || AT_POCKETFFT_ENABLED()", which holds under every BLAS)."""
+    declared = json.loads((DEFAULT_STANDIN / "compile_inputs.json").read_text())
+    readers = {
+        "python": re.compile(r"^#include <(Python|patchlevel)\.h>", re.M),
+        "blas": re.compile(r"\bAT_MKL_ENABLED\(\)(?!\s*\|\|\s*AT_POCKETFFT_ENABLED\(\))"),
+        "magma": re.compile(r"^#ifdef USE_MAGMA", re.M),
+    }
+    sources = [
+        path
+        for path in sorted(DEFAULT_STANDIN.rglob("*.c*"))
+        if path.suffix in (".c", ".cpp") and "third_party" not in path.parts
+    ]
+    for kind, reader in readers.items():
+        code = {p: re.sub(r"//.*", "", p.read_text()) for p in sources}  # what the compiler reads
+        found = [str(p.relative_to(DEFAULT_STANDIN)) for p in sources if reader.search(code[p])]
+        assert sorted(declared[kind]) == found, kind

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from recipe_matrix import RECIPE_VERSION
+from recipe_matrix import RECIPE_VERSION, ci_config
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.configuration import read_configuration, version_key
@@ -29,19 +29,30 @@ def _first(pattern: str) -> Path:
     return found[0]
 
 
-def test_plan_puts_the_top_level_build_first_and_keeps_render_order() -> None:
+def test_plan_gives_each_blas_its_top_level_build_first_and_keeps_render_order() -> None:
     from feedstock_tools.conda.recipe_render import render_recipe
 
-    config = read_configuration(_first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml"))
+    config = ci_config("linux-64", "12.9")
     steps = plan_steps(config, REPO_ROOT / "recipe")
     rendered = render_recipe(REPO_ROOT / "recipe", config)
-    assert steps[0].name == "libtorch-split"
-    assert [step.name for step in steps[1:]] == [output.name for output in rendered.outputs]
-    pythons = [step.python for step in steps if step.name == "pytorch"]
-    assert "3.14" in pythons and pythons == sorted(pythons, key=version_key)
-    magma = {step.variant["magma_variant"] for step in steps if step.name == "libtorch-cuda-linalg"}
-    assert magma == {"magma", "nomagma"}
-    assert not next(step for step in steps if step.name == "pytorch-gpu").has_script
+    tops = [index for index, step in enumerate(steps) if step.name == "libtorch-split"]
+    assert tops[0] == 0 and len(tops) == len(rendered.top_levels) == 2
+    for top, start, end in zip(rendered.top_levels, tops, [*tops[1:], len(steps)], strict=True):
+        group = steps[start:end]
+        blas = top.variant["blas_impl"]
+        assert {step.blas for step in group} == {blas} and group[0].variant["blas_impl"] == blas
+        assert [step.name for step in group[1:]] == [output.name for output in rendered.outputs_of(top)]
+        pythons = [step.python for step in group if step.name == "pytorch"]
+        assert "3.14" in pythons and pythons == sorted(pythons, key=version_key)
+        magma = {step.variant["magma_variant"] for step in group if step.name == "libtorch-cuda-linalg"}
+        assert magma == {"magma", "nomagma"}
+        assert not next(step for step in group if step.name == "pytorch-gpu").has_script
+    assert len({step.label for step in steps}) == len(steps)  # libtorch-mkl, libtorch-generic, ...
+    # a job of one BLAS: its labels name none
+    (top,) = [
+        s for s in plan_steps(ci_config("osx-arm64"), REPO_ROOT / "recipe") if s.name == "libtorch-split"
+    ]
+    assert (top.blas, top.label) == (None, "libtorch-split")
 
 
 def test_every_step_gets_the_recipes_script_env_as_conda_build_passes_it(
@@ -49,12 +60,15 @@ def test_every_step_gets_the_recipes_script_env_as_conda_build_passes_it(
 ) -> None:
     """NAME=value entries set NAME (the recipe's GPU architectures, the same for every step); a plain name
     passes the caller's value through and is absent when the caller has none (conda/script_env.py)."""
-    config = _first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml")
+    config = ci_config("linux-64", "12.9").path
     rehearsal = Rehearsal(config, work_root=tmp_path, progress=lambda _: None)
     monkeypatch.setenv("MAX_JOBS", "3")
     monkeypatch.delenv("DEBUG", raising=False)
+    # the compiler cache stays beside the work directory, as conda-build's does without the variable
+    monkeypatch.setenv("MEGABUILD_COMPILER_CACHE", str(tmp_path / "elsewhere"))
     scripted = [step for step in rehearsal.steps if step.has_script]
     environments = [rehearsal.environment(step) for step in scripted]
+    assert not any("MEGABUILD_COMPILER_CACHE" in env for env in environments)
     arch_lists = {env["MEGABUILD_CUDA_ARCH_LIST"] for env in environments}
     (entry,) = {e for step in scripted for e in step.script_env if e.startswith("MEGABUILD_CUDA_ARCH_LIST=")}
     assert arch_lists == {entry.partition("=")[2]} and entry.partition("=")[2]
@@ -62,12 +76,12 @@ def test_every_step_gets_the_recipes_script_env_as_conda_build_passes_it(
     assert len(scripted) > 3 and all("MAX_JOBS" in step.script_env for step in scripted)
 
 
-def _step(name: str, python: str, magma: str = "") -> Step:
+def _step(name: str, python: str, magma: str = "", blas: str | None = None) -> Step:
     variant = {"magma_variant": magma} if magma else {}
-    return Step(name, RECIPE_VERSION, 0, "", variant, True, python)
+    return Step(name, RECIPE_VERSION, 0, "", variant, True, python, blas=blas)
 
 
-def test_reversed_variants_keeps_output_names_in_place() -> None:
+def test_reversed_variants_keeps_output_names_in_place_and_reverses_the_blas() -> None:
     steps = [
         _step("libtorch-split", "3.10"),
         _step("libtorch-cuda-linalg", "3.10", "magma"),
@@ -87,22 +101,33 @@ def test_reversed_variants_keeps_output_names_in_place() -> None:
         "pytorch-py3.11",
         "pytorch-py3.10",
     ]
+    groups = [_step(n, p, blas=b) for b in ("mkl", "generic") for n, p in [("libtorch-split", "3.10"),
+              ("pytorch", "3.10"), ("pytorch", "3.11")]]  # fmt: skip
+    assert [step.label for step in reversed_variants(groups)] == [
+        "libtorch-split-generic", "pytorch-generic-py3.11", "pytorch-generic-py3.10",
+        "libtorch-split-mkl", "pytorch-mkl-py3.11", "pytorch-mkl-py3.10",
+    ]  # fmt: skip
 
 
 def test_conda_builds_order_sorts_names_by_dependency_and_leaves_variants_to_the_seed() -> None:
     """conda-build 26.7.1 (metadata.py 926-982): libtorch runs libtorch-cuda-linalg, pytorch hosts both, the
     metapackage runs pytorch; measured on the CUDA configuration with every PYTHONHASHSEED tried: linalg,
     libtorch, the five pytorch, pytorch-gpu, the variants of one name together in a seed's order."""
-    config = read_configuration(_first("linux_64_blas_implgeneric*cuda_compiler_version12.9*.yaml"))
-    steps = plan_steps(config, REPO_ROOT / "recipe")
+    steps = plan_steps(ci_config("linux-64", "12.9"), REPO_ROOT / "recipe")
     names = ["libtorch-split", "libtorch-cuda-linalg", "libtorch", "pytorch", "pytorch-gpu"]
     orders = {seed: conda_build_order(steps, seed) for seed in (None, 0, 1, 2)}
     for ordered in orders.values():
-        assert list(dict.fromkeys(step.name for step in ordered)) == names
+        half = len(ordered) // 2  # one BLAS's top-level build and every output of it, then the other's
+        for group in (ordered[:half], ordered[half:]):
+            assert len({step.blas for step in group}) == 1
+            assert list(dict.fromkeys(step.name for step in group)) == names
         assert sorted(step.label for step in ordered) == sorted(step.label for step in steps)
-    assert [s.label for s in orders[None]] == [
-        s.label for s in sorted(steps, key=lambda s: names.index(s.name))
+    generic = [s for s in steps if s.blas == "generic"]
+    assert [s.label for s in orders[None]][: len(generic)] == [
+        s.label for s in sorted(generic, key=lambda s: names.index(s.name))
     ]
+    # the rehearsal's default builds MKL first, as conda-build 26.7.1 did with PYTHONHASHSEED 0
+    assert [orders[0][0].blas, orders[None][0].blas] == ["mkl", "generic"]
     pytorch = {seed: [s.python for s in o if s.name == "pytorch"] for seed, o in orders.items()}
     assert len({tuple(p) for p in pytorch.values()}) == len(pytorch)  # the seed decides
     # the rehearsal's default: pass 1's Python after others, the case that made conda-build recompile
@@ -186,7 +211,7 @@ def test_ninja_log_adapter_reads_a_step_across_appends_and_compaction(tmp_path: 
 def test_work_names_are_short_and_distinct() -> None:
     names = {work_name(read_configuration(path)) for path in CI_SUPPORT.glob("linux_*.yaml")}
     assert len(names) == len(list(CI_SUPPORT.glob("linux_*.yaml")))
-    assert "linux-64_generic_cuda12.9" in names
+    assert "linux-64_generic+mkl_cuda12.9" in names  # one job, both BLAS
     # the two linux-aarch64 CUDA 12.9 configurations differ only by arm_variant_type
     assert {"linux-aarch64_generic_cuda12.9_sbsa", "linux-aarch64_generic_cuda12.9_tegra"} <= names
 
@@ -207,7 +232,7 @@ def test_a_rehearsal_reads_each_configuration_once(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(configuration, "read_text", lambda path: reads.append(path.name) or real(path))
     config = resolve_config(None)
     rehearsal = Rehearsal(config.path, configuration=config, work_root=Path(os.devnull))
-    assert rehearsal.name == "linux-64_generic_cuda12.9" and rehearsal.steps
+    assert rehearsal.name == "linux-64_generic+mkl_cuda12.9" and rehearsal.steps
     assert sorted(reads) == sorted(path.name for path in CI_SUPPORT.glob("*.yaml"))  # each once
 
 
@@ -405,7 +430,7 @@ def test_a_venv_template_holds_pip_and_its_packages_and_nothing_else(tmp_path: P
 def test_only_the_pythons_asked_for_are_rehearsed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``rehearse --python X.Y``: the other Pythons' pytorch outputs are left out (and listed as such), every
     other output stays; a Python the configuration has no output for is one line naming those it has."""
-    config = _first("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml")
+    config = ci_config("linux-aarch64", "cpu").path
     everything = Rehearsal(config, work_root=tmp_path)
     pytorch = sorted(s.python for s in everything.steps if s.name == "pytorch")
     newest = pytorch[-1]
@@ -456,7 +481,7 @@ def test_a_step_that_wrote_through_a_linked_template_removes_it(tmp_path: Path) 
     untouched = cache_store.obtain(store, cache_store.EntryKey("build-env", "3.12", {"n": 2}), make)
     assert written is not None and untouched is not None
     lines: list[str] = []
-    config = _first("linux_64_blas_implgeneric*cuda_compiler_versionNone*.yaml")
+    config = ci_config("linux-64", "cpu").path
     rehearsal = Rehearsal(config, work_root=tmp_path / "work", cache_root=store, progress=lines.append)
     rehearsal.link_entry(written, tmp_path / "h_env")
     rehearsal.link_entry(untouched, tmp_path / "build_env")
@@ -489,3 +514,30 @@ def test_the_scripts_written_into_a_prefix_run_what_they_name_from_a_path_of_any
     for script, said in ((shim, "python ran with -V"), (config, "python3.12-config ran with -V")):
         out = subprocess.run(["sh", str(script), "-V"], capture_output=True, text=True, check=True).stdout
         assert out == said + "\n"
+
+
+def test_the_compile_work_limit_counts_each_dependence_once_per_value() -> None:
+    """compile_work.limit's terms from declared dependence: a BLAS- and Python-dependent object of a
+    Python-linked target compiles once per Python for every further BLAS, a BLAS-only one there once, MAGMA's
+    once; without a cache (depends None) every object of a changed target counts, the whole of pass 1 for
+    a further BLAS."""
+    from feedstock_tools.proofs.rehearsal import compile_work
+
+    objects = {
+        "c10/CMakeFiles/c10.dir/core/A.cpp.o": set(),
+        "caffe2/CMakeFiles/torch_cpu.dir/B.cpp.o": {"blas"},
+        "caffe2/torch/CMakeFiles/torch_python.dir/C.cpp.o": {"blas", "python"},
+        "caffe2/torch/CMakeFiles/torch_python.dir/D.cpp.o": {"blas"},
+        "caffe2/torch/CMakeFiles/torch_python.dir/E.cpp.o": {"python"},
+        "caffe2/CMakeFiles/torch_cuda_linalg.dir/F.cpp.o": {"magma"},
+        "caffe2/CMakeFiles/torch_cuda_linalg.dir/G.cpp.o": set(),
+    }
+    depends = {kind: {o for o, kinds in objects.items() if kind in kinds} for kind in compile_work.KINDS}
+    terms = {"pass1_objects": list(objects), "python_linked": {"torch_python"}, "magma_ran": True}
+    ratio = compile_work.limit(compiled=0, depends=depends, extra_pythons=2, extra_blases=1, **terms)
+    assert (ratio.pass1, ratio.linalg, ratio.python_bindings) == (7, 1, 2)
+    assert (ratio.blas, ratio.blas_static, ratio.blas_python) == (1, 1, 1)
+    assert ratio.expected == 7 + 1 + 2 * 2 + 1 * (1 + 1 + 1 * 3)
+    uncached = compile_work.limit(compiled=0, depends=None, extra_pythons=2, extra_blases=1, **terms)
+    assert (uncached.linalg, uncached.python_bindings) == (2, 3)
+    assert uncached.expected == 7 + 2 + 3 * 2 + 1 * (7 + 3 * 2)

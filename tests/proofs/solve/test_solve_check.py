@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from recipe_matrix import ci_config
 
 from feedstock_tools.__main__ import main
 from feedstock_tools.common.configuration import read_configuration, version_key
@@ -38,7 +39,7 @@ from feedstock_tools.proofs.solve.solve_check import (
 
 PINNING = REPO_ROOT.parent / "shared" / "data" / "conda-forge-pinning"
 # the Pythons a linux-64 configuration builds, oldest first (read from it, never written here)
-(LINUX_64_CONFIG,) = (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_versionNone*.yaml")
+LINUX_64_CONFIG = ci_config("linux-64", "cpu").path
 NEWEST_PYTHON = sorted((p.version for p in read_configuration(LINUX_64_CONFIG).pythons), key=version_key)[-1]
 
 
@@ -426,7 +427,7 @@ def test_a_malformed_configuration_is_one_line_naming_the_fix(
 
 
 def test_a_dependency_without_a_record_is_one_line_naming_the_file(tmp_path: Path) -> None:
-    (config,) = (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_version13.0*.yaml")
+    config = ci_config("linux-64", "13.0").path
     configs = tmp_path / "ci_support"
     configs.mkdir()
     shutil.copy(config, configs)
@@ -567,8 +568,8 @@ def linux_64_cuda_channel(recipe: Path, tmp_path: Path) -> Channel:
     """The channel of the two linux-64 MKL CUDA configurations (12.9 and 13.0), rendered from ``recipe``."""
     configs = tmp_path / "ci_support"
     configs.mkdir(parents=True)
-    for config in (REPO_ROOT / ".ci_support").glob("linux_64_blas_implmkl*cuda_compiler_version1*.yaml"):
-        shutil.copy(config, configs)
+    for cuda in ("12.9", "13.0"):
+        shutil.copy(ci_config("linux-64", cuda).path, configs)
     assert len(list(configs.iterdir())) == 2
     return build_channel(REPO_ROOT, recipe, configs, pinning_dir=PINNING, progress=lambda _: None)
 

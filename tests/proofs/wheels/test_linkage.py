@@ -413,25 +413,26 @@ def test_cli_cuts_a_needs_list_and_refuses_a_missing_wheel(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("name", "cuda", "expected"),
+    ("name", "cuda", "expected", "blases"),
     [
-        # linux-64 has MKL and generic builds: the generic one is checked
+        # linux-64 builds MKL and generic in one job: its generic builds are checked
         (
             "torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl",
             "13.0",
-            "linux_64_blas_implgenericc_compiler_version15c_stdlib_version2.28cuda_compiler_version13.0"
-            "cxx_compiler_version15.yaml",
+            "linux_64_c_compiler_version15c_stdlib_version2.28cuda_compiler_version13.0cxx_compiler_version15.yaml",
+            ("generic",),
         ),
         # win-64 builds MKL only: its one configuration of that CUDA version
-        ("torch-2.13.0-cp312-cp312-win_amd64.whl", None, "win_64_cuda_compiler_versionNone.yaml"),
+        ("torch-2.13.0-cp312-cp312-win_amd64.whl", None, "win_64_cuda_compiler_versionNone.yaml", ("mkl",)),
     ],
 )
 def test_a_wheel_is_checked_against_its_platform_configuration(
-    tmp_path: Path, name: str, cuda: str | None, expected: str
+    tmp_path: Path, name: str, cuda: str | None, expected: str, blases: tuple[str, ...]
 ) -> None:
     from feedstock_tools.proofs.wheels.wheel_layout import find_config, parse_wheel_name
 
     wheel = tmp_path / name
     with zipfile.ZipFile(wheel, "w") as archive:  # only torch/version.py, which names the CUDA version
         archive.writestr("torch/version.py", f"cuda: Optional[str] = {cuda!r}\n")
-    assert find_config(wheel, parse_wheel_name(wheel)).path.name == expected
+    config = find_config(wheel, parse_wheel_name(wheel))
+    assert (config.path.name, config.blases) == (expected, blases)

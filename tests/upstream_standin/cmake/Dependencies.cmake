@@ -58,3 +58,33 @@ endif()
 if(DEFINED ENV{TORCH_CUDA_ARCH_LIST})
   set(TORCH_CUDA_ARCH_LIST "$ENV{TORCH_CUDA_ARCH_LIST}")
 endif()
+
+# ---[ BLAS, as 2.6.0 chooses it (cmake/Dependencies.cmake: the BLAS cache entry, which EnvVarForwarding.cmake
+# fills from the environment's BLAS; cmake/Modules/FindMKL.cmake for MKL). MKL's compile options reach EVERY
+# command of the build: FindMKL.cmake's add_compile_options(-DMKL_HAS_SBGEMM -DMKL_HAS_SHGEMM) and
+# Dependencies.cmake's include_directories(AFTER SYSTEM ${MKL_INCLUDE_DIR}) (measured on the 2.6.0 source:
+# every one of its 1,349 command lines changes with the BLAS, ../shared/docs/blas-share-2.6.0.md). Generic
+# links no library here (the reference BLAS is not modelled).
+set(BLAS "Generic" CACHE STRING "Selected BLAS library")
+set_property(CACHE BLAS PROPERTY STRINGS "Generic;MKL")
+if(BLAS STREQUAL "MKL")
+  find_path(MKL_INCLUDE_DIR mkl.h HINTS "$ENV{INTEL_MKL_DIR}/include")
+  find_library(MKL_LIBRARIES mkl_rt HINTS "$ENV{INTEL_MKL_DIR}/lib")
+  if(NOT MKL_INCLUDE_DIR OR NOT MKL_LIBRARIES)
+    message(FATAL_ERROR "BLAS=MKL but MKL was not found (INTEL_MKL_DIR='$ENV{INTEL_MKL_DIR}')")
+  endif()
+  add_compile_options(-DMKL_HAS_SBGEMM -DMKL_HAS_SHGEMM)
+  include_directories(AFTER SYSTEM "${MKL_INCLUDE_DIR}")
+  set(AT_MKL_ENABLED 1)
+elseif(BLAS STREQUAL "Generic")
+  set(AT_MKL_ENABLED 0)
+else()
+  message(FATAL_ERROR "BLAS=${BLAS}: the stand-in models Generic and MKL")
+endif()
+# pocketfft serves the FFTs wherever MKL does not (2.6.0's Dependencies.cmake: AT_POCKETFFT_ENABLED 1 if NOT
+# AT_MKL_ENABLED), so a source testing "AT_MKL_ENABLED() || AT_POCKETFFT_ENABLED()" reads the same under both
+if(AT_MKL_ENABLED)
+  set(AT_POCKETFFT_ENABLED 0)
+else()
+  set(AT_POCKETFFT_ENABLED 1)
+endif()

@@ -46,4 +46,9 @@ class cuda:  # mirrors the torch.cuda namespace
         return _C._has_magma()
 
 
-__all__ = ["__version__", "add", "cuda"]
+def has_mkl() -> bool:
+    """Whether torch._C was compiled against MKL (the BLAS of the build)."""
+    return _C._has_mkl()
+
+
+__all__ = ["__version__", "add", "cuda", "has_mkl"]

@@ -1,3 +1,4 @@
+#include <ATen/Config.h>  // included by most sources, tested by few (README.md, BLAS)
 #include <torch/csrc/python_bindings.h>
 
 #include <ATen/Context.h>

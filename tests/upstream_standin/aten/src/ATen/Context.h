@@ -15,6 +15,8 @@ TORCH_API double add(double a, double b, double alpha);
 TORCH_API double sum(const double* values, int n);
 TORCH_API int num_registered_ops();
 TORCH_API const char* registered_op(int index);
+TORCH_API bool hasMKL();  // the BLAS libtorch_cpu was built with (Context.cpp)
+TORCH_API int blas_threads();
 
 // dlopen wrapper; lives in torch_cpu, so its RUNPATH decides where lazily loaded libraries are found.
 struct TORCH_API DynamicLibrary {

@@ -1,3 +1,4 @@
+#include <ATen/Config.h>  // included by most sources, tested by few (README.md, BLAS)
 #include <ATen/Context.h>
 #include <c10/core/Device.h>
 

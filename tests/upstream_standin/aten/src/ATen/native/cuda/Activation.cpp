@@ -1,3 +1,4 @@
+#include <ATen/Config.h>  // included by most sources, tested by few (README.md, BLAS)
 #include <ATen/cuda/CUDAConfig.h>
 #include <c10/cuda/CUDAFunctions.h>
 

@@ -1,0 +1,5 @@
+#include "mkl.h"
+
+extern "C" {
+int mkl_get_max_threads() { return 1; }
+}

@@ -1,0 +1,1 @@
+// libtorch: no code, only NEEDED entries (upstream compiles an empty C++ file for it).
