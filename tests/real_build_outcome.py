@@ -21,7 +21,6 @@ def assert_a_job_of_both_blas(
     and calls MKL and its ATen/Config.h says so; the generic one's has no trace of it
     (docs/reference/megabuild.md, "The compiler cache")."""
     assert sorted(p.name.rsplit("-", 2)[0] for p in build.packages) == sorted(expected)
-    assert build.reports is not None
     linked = python_target.python_linked_targets("linux-64")
     ratio = real_build.compile_work_ratio(build.reports, linked, config.python_min)
     assert ratio.extra_blases == len(config.blases) - 1 == 1

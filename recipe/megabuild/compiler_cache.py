@@ -191,6 +191,12 @@ def compile_sources(build_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     if not isinstance(entries, list):
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise MegabuildError(f"`ninja -C {build_dir} -t compdb` failed: {last}")
+    return sources_of(entries, build_dir)
+
+
+def sources_of(entries: Sequence[Mapping[str, str]], build_dir: Path) -> dict[str, str]:
+    """A compile database's objects (relative to ``build_dir``, as .ninja_log names them) and the absolute
+    paths of their sources."""
     sources = {}
     for entry in entries:
         directory = Path(entry.get("directory", build_dir))

@@ -99,9 +99,9 @@ class BuildOutcome:
     channel_bytes: int
     build_seconds: float
     packages: list[Path]
+    reports: Path  # what the report wrapper kept of every pass (read_reports, compile_work_ratio)
     # "<pass> [<BLAS>]" -> objects compiled per target (read_reports)
     passes: dict[str, dict[str, int]] = field(default_factory=dict)
-    reports: Path | None = None  # what the report wrapper kept of every pass (compile_work_ratio)
     log: Path | None = None
     skipped_tests: list[SkippedTest] = field(default_factory=list)  # left out of the packages' tests
     package_cache: Path | None = None  # the build's own package cache (run_build)
@@ -563,13 +563,8 @@ def compile_work_ratio(reports: Path, python_linked: Sequence[str], first_python
     if first is None:
         raise ToolError(f"{reports} holds no report of a pass 1: the build ran no top-level build")
     entries = json.loads(first.sources.read_text())
-    build_dir = Path(entries[0]["directory"]) if entries else Path()
-    sources = {
-        os.path.relpath(os.path.normpath(Path(e["directory"]) / e["output"]), build_dir): os.path.normpath(
-            Path(e["directory"]) / e["file"]
-        )
-        for e in entries
-    }
+    build_dir = Path(entries[0]["directory"]) if entries else Path()  # ninja's -C, where it writes objects
+    sources = compiler_cache.sources_of(entries, build_dir)
     # the driver's build directory is $SRC_DIR/build (megabuild/conda_env.py)
     depends = compile_work.dependence(sources, build_dir.parent, compile_work.read_declared(STANDIN))
     pythons = {r.name for r in kept if r.name.startswith("4 pytorch")} - {f"4 pytorch (py{first_python})"}
@@ -780,7 +775,6 @@ def _main(args: argparse.Namespace) -> int:
         for pass_name, targets in outcome.passes.items():
             _say(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
         linked = python_target.python_linked_targets("linux-64")
-        assert outcome.reports is not None
         _say(f"compile-work ratio {compile_work_ratio(outcome.reports, linked, config.python_min).formula()}")
         meta, machine = metapackage_and_machine(config)
         _say(

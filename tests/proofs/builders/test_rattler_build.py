@@ -271,6 +271,7 @@ def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
         channel_bytes=0,
         build_seconds=0.0,
         packages=[tmp_path / "built" / "linux-64" / "pytorch-cpu-1.0.0-x_0.conda"],
+        reports=tmp_path / "reports",
     )
     with pytest.raises(ToolError) as error:
         real_build.install_and_use(
