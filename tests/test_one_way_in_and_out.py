@@ -18,7 +18,7 @@ import functools
 import io
 import re
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,6 +169,18 @@ def _enclosing_functions_of(source: str) -> dict[int, str]:
     return names
 
 
+def first_uses(pattern: re.Pattern[str], paths: Iterable[Path]) -> dict[tuple[str, str], str]:
+    """(file, enclosing function) -> "file:line (in function)" of the first code line ``pattern`` matches."""
+    found: dict[tuple[str, str], str] = {}
+    for path in paths:
+        functions = enclosing_functions(path)
+        for number, line in code_lines(path):
+            if pattern.search(line):
+                key = (relative(path), functions.get(number, "<module>"))
+                found.setdefault(key, f"{relative(path)}:{number} (in {key[1]})")
+    return found
+
+
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
 def test_one_way_each(rule: Rule) -> None:
     """No second Python-spec parser, reading of cuda_compiler_version, writer of files, listing of the
@@ -186,15 +198,7 @@ def test_one_way_each(rule: Rule) -> None:
 def test_every_yaml_read_is_listed_with_what_it_reads() -> None:
     """One reader of a .ci_support file and one of a variant file with selectors: every YAML parse in the
     tools is in YAML_READS with what it parses, so a second reader of a variant file shows here."""
-    found: dict[tuple[str, str], str] = {}  # (file, function) -> file:line of its first YAML parse
-    for path in tool_files():
-        if relative(path) == YAML_LOADER_MODULE:
-            continue
-        functions = enclosing_functions(path)
-        for number, line in code_lines(path):
-            if YAML_PARSERS.search(line):
-                key = (relative(path), functions.get(number, "<module>"))
-                found.setdefault(key, f"{relative(path)}:{number} (in {key[1]})")
+    found = first_uses(YAML_PARSERS, [p for p in tool_files() if relative(p) != YAML_LOADER_MODULE])
     unlisted = [where for key, where in found.items() if key not in YAML_READS]
     assert not unlisted, (
         "a YAML parse that is not listed: read a .ci_support file with read_configuration, a variant file "
@@ -224,13 +228,7 @@ JINJA_PATTERN = re.compile(r"\b(?:Sandboxed)?Environment\(|\.from_string\(|\bjin
 def test_every_jinja_environment_is_listed_with_what_it_renders() -> None:
     """One renderer of meta.yaml: every Jinja environment or template of the tools is in JINJA_USES with
     what it renders, and one of them renders meta.yaml."""
-    found: dict[tuple[str, str], str] = {}
-    for path in tool_files():
-        functions = enclosing_functions(path)
-        for number, line in code_lines(path):
-            if JINJA_PATTERN.search(line):
-                key = (relative(path), functions.get(number, "<module>"))
-                found.setdefault(key, f"{relative(path)}:{number} (in {key[1]})")
+    found = first_uses(JINJA_PATTERN, tool_files())
     unlisted = [where for key, where in found.items() if key not in JINJA_USES]
     assert not unlisted, (
         "a Jinja environment or template that is not listed: render meta.yaml through "
@@ -313,15 +311,7 @@ SHORT_CHILDREN: dict[tuple[str, str], str] = {
 def test_every_child_process_outside_the_runner_is_short_and_listed() -> None:
     """One child-process runner: every process the tools start outside it is in SHORT_CHILDREN with why it
     is short (a --version, a query), so a long child (an install, a build) cannot start outside it."""
-    found: dict[tuple[str, str], str] = {}
-    for path in tool_files():
-        if not relative(path).startswith(RUNNER_SCAN):
-            continue
-        functions = enclosing_functions(path)
-        for number, line in code_lines(path):
-            if CHILD_PROCESS.search(line):
-                key = (relative(path), functions.get(number, "<module>"))
-                found.setdefault(key, f"{relative(path)}:{number} (in {key[1]})")
+    found = first_uses(CHILD_PROCESS, [p for p in tool_files() if relative(p).startswith(RUNNER_SCAN)])
     unlisted = [where for key, where in found.items() if key not in SHORT_CHILDREN]
     assert not unlisted, (
         "a child process outside the one runner: run a long one with interruption.run_child or "
