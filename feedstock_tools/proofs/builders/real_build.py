@@ -99,9 +99,8 @@ class BuildOutcome:
     channel_bytes: int
     build_seconds: float
     packages: list[Path]
-    reports: Path  # what the report wrapper kept of every pass (read_reports, compile_work_ratio)
-    # "<pass> [<BLAS>]" -> objects compiled per target (read_reports)
-    passes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # every output's own pass, in the builder's order, as the report wrapper kept it (read_reports)
+    passes: list[PassReport] = field(default_factory=list)
     log: Path | None = None
     skipped_tests: list[SkippedTest] = field(default_factory=list)  # left out of the packages' tests
     package_cache: Path | None = None  # the build's own package cache (run_build)
@@ -372,7 +371,7 @@ def _build(
     build_seconds = time.monotonic() - started
     if returncode != 0:
         raise ToolError(watch.failure(config.path.name, out_dir / subdir))
-    passes = passes_from_reports(reports)
+    passes = read_reports(reports)
     return BuildOutcome(
         config=config.path.name,
         channel=channel,
@@ -381,7 +380,6 @@ def _build(
         build_seconds=build_seconds,
         packages=sorted((out_dir / subdir).glob("*.conda")),
         passes=passes,
-        reports=reports,
         log=watch.log,
         skipped_tests=skipped if test != "skip" else [],
         package_cache=run.package_cache,
@@ -548,20 +546,16 @@ def read_reports(reports: Path) -> list[PassReport]:
     return kept
 
 
-def passes_from_reports(reports: Path) -> dict[str, dict[str, int]]:
-    """Objects compiled per target in each megabuild pass, by ``<pass> [<BLAS>]``."""
-    return {report.label: report.by_target for report in read_reports(reports)}
-
-
-def compile_work_ratio(reports: Path, python_linked: Sequence[str], first_python: str) -> WorkRatio:
+def compile_work_ratio(
+    kept: Sequence[PassReport], python_linked: Sequence[str], first_python: str
+) -> WorkRatio:
     """The build's real compiles against the job's limit (compile_work.py): the first pass 1's objects,
     MAGMA's linalg once, the Python-dependent objects once per pytorch Python but pass 1's (each pytorch
     output starts from its BLAS's pass 1 work directory), and every further BLAS's dependent objects. The
     dependence of each object is the stand-in's declaration, through the first pass 1's compile database."""
-    kept = read_reports(reports)
     first = next((r for r in kept if r.name.startswith("1 ")), None)
     if first is None:
-        raise ToolError(f"{reports} holds no report of a pass 1: the build ran no top-level build")
+        raise ToolError("the kept reports hold no pass 1: the build ran no top-level build")
     entries = json.loads(first.sources.read_text())
     build_dir = Path(entries[0]["directory"]) if entries else Path()  # ninja's -C, where it writes objects
     sources = compiler_cache.sources_of(entries, build_dir)
@@ -772,10 +766,10 @@ def _main(args: argparse.Namespace) -> int:
         for left_out in outcome.skipped_tests:
             _say(f"  test of {left_out.output} left out: {left_out.command!r}: {left_out.reason}")
         _say(f"{args.builder}'s order of the passes:")
-        for pass_name, targets in outcome.passes.items():
-            _say(f"  pass {pass_name}: {sum(targets.values())} objects {targets}")
+        for kept in outcome.passes:
+            _say(f"  pass {kept.label}: {sum(kept.by_target.values())} objects {kept.by_target}")
         linked = python_target.python_linked_targets("linux-64")
-        _say(f"compile-work ratio {compile_work_ratio(outcome.reports, linked, config.python_min).formula()}")
+        _say(f"compile-work ratio {compile_work_ratio(outcome.passes, linked, config.python_min).formula()}")
         meta, machine = metapackage_and_machine(config)
         _say(
             f"[3/3] {meta} installed by py-rattler's solver for each Python: import torch, the CMake consumer"

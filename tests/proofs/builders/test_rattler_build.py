@@ -246,15 +246,15 @@ def test_the_compile_work_ratio_counts_real_compiles_against_the_jobs_limit(tmp_
         ("4 pytorch (py3.12)", "generic", []),
         ("4 pytorch (py3.10)", "generic", []),
     ]
-    ratio = real_build.compile_work_ratio(_kept_reports(tmp_path / "good", passes), linked, "3.10")
+    good = real_build.read_reports(_kept_reports(tmp_path / "good", passes))
+    ratio = real_build.compile_work_ratio(good, linked, "3.10")
     assert (ratio.pass1, ratio.linalg, ratio.python_bindings, ratio.extra_pythons) == (6, 1, 1, 1)
     assert (ratio.blas, ratio.blas_static, ratio.blas_python, ratio.extra_blases) == (1, 0, 0, 1)
     assert ratio.compiled == ratio.expected == 6 + 1 + 1 * 1 + 1 * (1 + 0 + 0 * 2)
-    assert real_build.passes_from_reports(tmp_path / "good" / "reports")["1 libtorch-split [generic]"] == {
-        "torch_cpu": 1
-    }
+    assert {r.label: r.by_target for r in good}["1 libtorch-split [generic]"] == {"torch_cpu": 1}
     passes[5] = ("4 pytorch (py3.10)", "mkl", [objects[0]])  # a pass recompiling what it must not
-    ratio = real_build.compile_work_ratio(_kept_reports(tmp_path / "bad", passes), linked, "3.10")
+    bad = real_build.read_reports(_kept_reports(tmp_path / "bad", passes))
+    ratio = real_build.compile_work_ratio(bad, linked, "3.10")
     assert ratio.compiled == ratio.expected + 1
 
 
@@ -271,7 +271,6 @@ def test_an_install_the_solver_refuses_is_one_line(tmp_path: Path) -> None:
         channel_bytes=0,
         build_seconds=0.0,
         packages=[tmp_path / "built" / "linux-64" / "pytorch-cpu-1.0.0-x_0.conda"],
-        reports=tmp_path / "reports",
     )
     with pytest.raises(ToolError) as error:
         real_build.install_and_use(
@@ -389,7 +388,7 @@ def test_rattler_build_builds_the_cuda_job(cuda_build: real_build.BuildOutcome, 
     expected = [o.name for o in rattler_render.render(V1_RECIPE, CUDA, CUDA_PYTHONS)]
     assert_a_job_of_both_blas(cuda_build, CUDA, expected, tmp_path / "extracted")
     # each BLAS's MAGMA pass compiles within torch_cuda_linalg only, the other linalg build nothing
-    for label, by_target in cuda_build.passes.items():
+    for label, by_target in ((kept.label, kept.by_target) for kept in cuda_build.passes):
         if label.startswith("3 libtorch-cuda-linalg (magma)"):
             assert set(by_target) <= {"torch_cuda_linalg"}, label
         elif label.startswith("3 libtorch-cuda-linalg (nomagma)"):
